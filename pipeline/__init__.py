@@ -1,0 +1,1 @@
+"""volunteer-stream: push-based context over Kafka/Faust; see docs/architecture.md."""

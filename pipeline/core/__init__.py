@@ -1,0 +1,1 @@
+"""The pure decision core: extract -> resolve -> gate. No I/O, no Faust."""

@@ -1,0 +1,310 @@
+"""Record schemas of the three topics (design.md "Records"), with strict decoding.
+
+Decoding never raises anything but :class:`InvalidRecord`, whose ``code`` is the machine-readable
+dead-letter reason. Encoding is orjson; key order is fixed so records are byte-stable.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+MAX_SESSION_ID_CHARS = 256
+DEFAULT_MAX_TEXT_BYTES = 5_000_000
+MAX_TURN_NUMBER = 2_147_483_647  # PostgreSQL INTEGER, as the reference clamps it
+ROLES = ("user", "assistant")
+
+
+class InvalidRecord(ValueError):
+    """A record that cannot be processed; ``code`` goes into the dead letter's ``error``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+# ----------------------------------------------------------------------------- Turn
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One thing said in one session. ``text`` is already trimmed and non-empty."""
+
+    session_id: str
+    role: str
+    text: str
+    turn: int | None = None
+    ts_ms: int | None = None
+    source_id: str | None = None
+    channel: str | None = None
+
+    def to_json(self) -> bytes:
+        out: dict[str, Any] = {"session_id": self.session_id, "role": self.role, "text": self.text}
+        if self.turn is not None:
+            out["turn"] = self.turn
+        if self.ts_ms is not None:
+            out["ts"] = self.ts_ms
+        if self.source_id is not None:
+            out["source_id"] = self.source_id
+        if self.channel is not None:
+            out["channel"] = self.channel
+        return orjson.dumps(out)
+
+
+def _check_identifier(obj: dict[str, Any], name: str, *, required: bool, max_chars: int) -> str | None:
+    """Session ids, sources and channels end up in PostgreSQL text columns: no NUL, bounded."""
+    if name not in obj or obj[name] is None:
+        if required:
+            raise InvalidRecord("missing_field", f"field '{name}' is required")
+        return None
+    value = obj[name]
+    if not isinstance(value, str):
+        raise InvalidRecord("wrong_type", f"field '{name}' must be a string, got {type(value).__name__}")
+    if not value:
+        raise InvalidRecord("empty_field", f"field '{name}' must not be empty")
+    if len(value) > max_chars:
+        code = "session_id_too_long" if name == "session_id" else "field_too_long"
+        raise InvalidRecord(code, f"field '{name}' has {len(value)} characters, more than {max_chars}")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise InvalidRecord("control_characters", f"field '{name}' contains NUL or control characters")
+    return value
+
+
+def parse_ts_ms(value: Any) -> int:
+    """RFC 3339 string or epoch milliseconds -> epoch milliseconds (UTC)."""
+    if isinstance(value, bool):
+        raise InvalidRecord("invalid_ts", "field 'ts' must be an RFC 3339 string or epoch milliseconds")
+    if isinstance(value, int | float):
+        if not math.isfinite(value) or value < 0 or value > 253_402_300_799_000:
+            raise InvalidRecord("invalid_ts", "field 'ts' is out of range")
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise InvalidRecord("invalid_ts", "field 'ts' is not an RFC 3339 timestamp") from None
+        if parsed.tzinfo is None:
+            raise InvalidRecord("invalid_ts", "field 'ts' needs a UTC offset (RFC 3339)")
+        return int(parsed.timestamp() * 1000)
+    raise InvalidRecord("invalid_ts", "field 'ts' must be an RFC 3339 string or epoch milliseconds")
+
+
+def decode_turn(
+    value: bytes | None,
+    key: bytes | None = None,
+    *,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    max_session_id_chars: int = MAX_SESSION_ID_CHARS,
+) -> Turn | None:
+    """Validate a raw ``turns`` record. ``None`` means "not a turn" (blank text): skip, no error.
+
+    When ``key`` is given it must equal the session id: the key decides the partition and so the
+    worker that owns the session's state.
+    """
+    if value is None:
+        raise InvalidRecord("missing_value", "record has no value (tombstone)")
+    if len(value) > max_text_bytes + 64 * 1024:
+        raise InvalidRecord("oversize", f"record is {len(value)} bytes, over the limit of {max_text_bytes}")
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRecord("invalid_utf8", f"value is not valid UTF-8 at byte {exc.start}") from None
+    try:
+        obj = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRecord("invalid_json", f"value is not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise InvalidRecord("not_an_object", f"value must be a JSON object, got {type(obj).__name__}")
+
+    session_id = _check_identifier(obj, "session_id", required=True, max_chars=max_session_id_chars)
+    assert session_id is not None
+    if key is not None:
+        try:
+            key_text = key.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRecord("key_mismatch", "record key is not UTF-8 and cannot equal the session id") from None
+        if key_text != session_id:
+            raise InvalidRecord("key_mismatch", "record key differs from the value's session_id")
+
+    role = obj.get("role")
+    if role is None:
+        raise InvalidRecord("missing_field", "field 'role' is required")
+    if not isinstance(role, str):
+        raise InvalidRecord("wrong_type", f"field 'role' must be a string, got {type(role).__name__}")
+    role_lc = role.strip().lower()
+    if role_lc not in ROLES:
+        raise InvalidRecord("unknown_role", "field 'role' must be 'user' or 'assistant'")
+
+    text = obj.get("text")
+    if text is None:
+        raise InvalidRecord("missing_field", "field 'text' is required")
+    if not isinstance(text, str):
+        raise InvalidRecord("wrong_type", f"field 'text' must be a string, got {type(text).__name__}")
+    if len(text) > max_text_bytes or len(text.encode("utf-8", "surrogatepass")) > max_text_bytes:
+        raise InvalidRecord("text_too_large", f"field 'text' is over the limit of {max_text_bytes} bytes")
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+        raise InvalidRecord("invalid_utf8", "field 'text' contains a lone surrogate")
+
+    turn_no = obj.get("turn")
+    if turn_no is not None:
+        if isinstance(turn_no, bool) or not isinstance(turn_no, int | float):
+            raise InvalidRecord("invalid_turn", "field 'turn' must be an integer >= 1")
+        if isinstance(turn_no, float):
+            if not turn_no.is_integer():
+                raise InvalidRecord("invalid_turn", "field 'turn' must be an integer >= 1")
+            turn_no = int(turn_no)
+        if turn_no < 1 or turn_no > MAX_TURN_NUMBER:
+            raise InvalidRecord("invalid_turn", f"field 'turn' must be between 1 and {MAX_TURN_NUMBER}")
+
+    ts_ms = parse_ts_ms(obj["ts"]) if obj.get("ts") is not None else None
+    source_id = _check_identifier(obj, "source_id", required=False, max_chars=256)
+    channel = _check_identifier(obj, "channel", required=False, max_chars=64)
+
+    stripped = text.strip()
+    if not stripped:
+        return None
+    return Turn(session_id, role_lc, stripped, turn_no, ts_ms, source_id, channel)
+
+
+# ----------------------------------------------------------------------------- Volunteered
+
+
+def event_id_for(session_id: str, turn: int, source_id: str, slug: str, channel: str) -> str:
+    """Stable identity of one volunteered page, so redelivery and replay are recognisable."""
+    raw = "\x1f".join((session_id, str(turn), source_id, slug, channel)).encode("utf-8")
+    return hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
+def rfc3339_ms(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Volunteered:
+    """One page volunteered to one session at one turn (topic ``volunteered``)."""
+
+    event_id: str
+    session_id: str
+    turn: int
+    slug: str
+    source_id: str
+    display: str
+    confidence: float
+    arm: str
+    rationale: str
+    synopsis: str
+    channel: str
+    volunteered_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "event_id": self.event_id,
+            "session_id": self.session_id,
+            "turn": self.turn,
+            "slug": self.slug,
+            "source_id": self.source_id,
+            "display": self.display,
+            "confidence": self.confidence,
+            "arm": self.arm,
+            "rationale": self.rationale,
+            "synopsis": self.synopsis,
+            "channel": self.channel,
+            "volunteered_at": self.volunteered_at,
+        }
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, value: bytes) -> Volunteered:
+        try:
+            obj = orjson.loads(value)
+            return cls(
+                event_id=str(obj["event_id"]),
+                session_id=str(obj["session_id"]),
+                turn=int(obj["turn"]),
+                slug=str(obj["slug"]),
+                source_id=str(obj["source_id"]),
+                display=str(obj["display"]),
+                confidence=float(obj["confidence"]),
+                arm=str(obj["arm"]),
+                rationale=str(obj["rationale"]),
+                synopsis=str(obj["synopsis"]),
+                channel=str(obj["channel"]),
+                volunteered_at=str(obj["volunteered_at"]),
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise InvalidRecord("invalid_volunteered", f"not a Volunteered record: {exc}") from None
+
+
+# ----------------------------------------------------------------------------- Dead letter
+
+
+def _as_text(raw: bytes | None) -> tuple[str | None, str]:
+    if raw is None:
+        return None, "none"
+    try:
+        return raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(raw).decode("ascii"), "base64"
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A record that could not be processed, with where it came from and why (topic ``turns-dlq``)."""
+
+    key: str | None
+    key_encoding: str
+    value: str | None
+    value_encoding: str
+    topic: str
+    partition: int
+    offset: int
+    error: str
+    message: str
+    failed_at: str
+
+    @classmethod
+    def build(
+        cls, *, key: bytes | None, value: bytes | None, topic: str, partition: int, offset: int,
+        error: str, message: str, now_ms: int,
+    ) -> DeadLetter:
+        key_text, key_enc = _as_text(key)
+        value_text, value_enc = _as_text(value)
+        return cls(key_text, key_enc, value_text, value_enc, topic, partition, offset, error, message,
+                   rfc3339_ms(now_ms))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "key_encoding": self.key_encoding,
+            "value": self.value,
+            "value_encoding": self.value_encoding,
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset,
+            "error": self.error,
+            "message": self.message,
+            "failed_at": self.failed_at,
+        }
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.to_dict())
+
+    def original_value(self) -> bytes | None:
+        """The exact bytes that failed, for re-driving a fixed record."""
+        if self.value is None:
+            return None
+        return base64.b64decode(self.value) if self.value_encoding == "base64" else self.value.encode("utf-8")
