@@ -1,0 +1,78 @@
+"""The two normalisers of the reference (spec §1.4), with JavaScript's notion of whitespace.
+
+``normalize_alias`` keys the alias table and deduplicates candidates; ``slugify`` feeds the slug
+arms. Both must agree byte for byte with gbrain, so whitespace is JS ``\\s`` / ``String.trim``,
+not Python's ``str.isspace`` (which also counts U+001C..U+001F and not U+FEFF).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+JS_WHITESPACE = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+"""Exactly the characters JavaScript's ``\\s`` and ``String.prototype.trim`` treat as whitespace."""
+
+_WS_RUN = re.compile(f"[{re.escape(JS_WHITESPACE)}]+")
+_LEADING_WRAPPERS = re.compile(r"^[\"'`\[(]+")
+_TRAILING_WRAPPERS = re.compile(r"[\"'`\])]+$")
+_NON_SLUG = re.compile(r"[^a-z0-9]+")
+_DASH_RUN = re.compile(r"-+")
+
+
+def js_trim(text: str) -> str:
+    """``String.prototype.trim``."""
+    return text.strip(JS_WHITESPACE)
+
+
+def collapse_whitespace(text: str) -> str:
+    """``s.replace(/\\s+/g, ' ').trim()``."""
+    return js_trim(_WS_RUN.sub(" ", text))
+
+
+def normalize_alias(raw: Any) -> str:
+    """Alias key: NFKC, lowercase, whitespace collapsed, one layer of quotes/brackets stripped.
+
+    May return ``''``; callers skip empty results.
+    """
+    if not isinstance(raw, str):
+        return ""
+    text = unicodedata.normalize("NFKC", raw).lower()
+    text = js_trim(_WS_RUN.sub(" ", text))
+    text = _LEADING_WRAPPERS.sub("", text)
+    text = _TRAILING_WRAPPERS.sub("", text)
+    return js_trim(text)
+
+
+def normalize_alias_list(value: Any) -> list[str]:
+    """Frontmatter ``aliases`` (list, comma-separated scalar, or scalar) -> deduplicated norms, in order."""
+    out: dict[str, None] = {}
+
+    def push(item: Any) -> None:
+        norm = normalize_alias(item)
+        if norm:
+            out.setdefault(norm, None)
+
+    if isinstance(value, list):
+        for item in value:
+            push(item)
+    elif isinstance(value, str):
+        if "," in value:
+            for piece in value.split(","):
+                push(piece)
+        else:
+            push(value)
+    return list(out)
+
+
+def slugify(text: str) -> str:
+    """Lowercase, NFKD, drop combining marks U+0300..U+036F, ``[^a-z0-9]+`` -> ``-``, trim dashes."""
+    text = unicodedata.normalize("NFKD", text.lower())
+    text = "".join(ch for ch in text if not ("\u0300" <= ch <= "\u036f"))
+    text = _NON_SLUG.sub("-", text)
+    text = _DASH_RUN.sub("-", text)
+    return text.strip("-")
