@@ -1,0 +1,295 @@
+"""A PostgreSQL cluster of the system's own server binaries, started on demand.
+
+Used by the tests, ``volunteer up`` and ``volunteer demo`` on machines without Docker. The recipe is
+the one measured in ``shared/notes/embedded-services.md``: ``initdb`` with trust auth into a
+directory, the server listening on 127.0.0.1 only, with its log and Unix socket inside that
+directory. PostgreSQL refuses to run as root, so as root the server commands run as the
+``postgres`` OS user (``runuser``) and the directory is handed to that user.
+
+Without a ``data_dir`` the cluster is throwaway (a temp dir, durability switched off for speed,
+removed by :meth:`EmbeddedPostgres.close`); with one, data survives restarts and is never deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+PREFERRED_MAJOR = 15
+SERVER_USER = "postgres"
+DATABASE = "postgres"
+THROWAWAY_OPTIONS = ("-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off")
+
+
+class PostgresNotFound(RuntimeError):
+    """No PostgreSQL server binaries on this machine."""
+
+
+class EmbeddedPostgresError(RuntimeError):
+    """The embedded cluster could not be initialised, started or stopped."""
+
+
+def find_bin_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The folder holding ``initdb``/``pg_ctl``: explicit, ``VOLUNTEER_PG_BIN``, Debian's, then PATH.
+
+    Debian keeps server programs in ``/usr/lib/postgresql/<major>/bin``, off PATH; version 15 is
+    preferred (the version the project is tested on), then the newest installed.
+    """
+    candidates: list[Path] = []
+    if explicit:
+        candidates.append(Path(explicit))
+    env = os.environ.get("VOLUNTEER_PG_BIN")
+    if env:
+        candidates.append(Path(env))
+    debian = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin"),
+        key=lambda p: (p.parent.name != str(PREFERRED_MAJOR), -_major(p.parent.name)),
+    )
+    candidates.extend(debian)
+    on_path = shutil.which("pg_ctl")
+    if on_path:
+        candidates.append(Path(on_path).resolve().parent)
+    for folder in candidates:
+        if (folder / "initdb").is_file() and (folder / "pg_ctl").is_file():
+            return folder
+    raise PostgresNotFound(
+        "no PostgreSQL server binaries found (initdb, pg_ctl): install postgresql-15 "
+        "(apt-get install postgresql-15) or point VOLUNTEER_DATABASE_URL at an existing server"
+    )
+
+
+def _major(name: str) -> int:
+    try:
+        return int(name.split(".")[0])
+    except ValueError:
+        return 0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+class EmbeddedPostgres:
+    """One local PostgreSQL cluster: ``start()``, ``stop()``, ``restart()``, ``url``.
+
+    ``with EmbeddedPostgres() as pg: ...`` starts a throwaway cluster and removes it afterwards.
+    ``stop()`` keeps the data so ``start()`` brings the same cluster back on the same port (the
+    outage tests rely on that); ``close()`` stops and, for a throwaway cluster, deletes it.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] | None = None,
+        *,
+        port: int | None = None,
+        bin_dir: str | os.PathLike[str] | None = None,
+        durable: bool | None = None,
+        start_timeout: float = 60.0,
+    ) -> None:
+        self._bin = find_bin_dir(bin_dir)
+        self._given_dir = Path(data_dir).resolve() if data_dir is not None else None
+        self._root: Path | None = self._given_dir
+        self._port = port
+        self.durable = durable if durable is not None else data_dir is not None
+        self.start_timeout = start_timeout
+        self._as_root = os.geteuid() == 0
+        self._running = False
+
+    # ------------------------------------------------------------------ paths and identity
+
+    @property
+    def root(self) -> Path:
+        """The cluster's folder: ``data/`` (PGDATA), ``server.log`` and the Unix socket."""
+        if self._root is None:
+            raise EmbeddedPostgresError("the cluster has no directory yet; call start() first")
+        return self._root
+
+    @property
+    def pgdata(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "server.log"
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise EmbeddedPostgresError("the cluster has no port yet; call start() first")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """libpq URL of the ``postgres`` database as the ``postgres`` superuser (trust auth)."""
+        return f"postgresql://{SERVER_USER}@127.0.0.1:{self.port}/{DATABASE}"
+
+    def url_for(self, database: str) -> str:
+        return f"postgresql://{SERVER_USER}@127.0.0.1:{self.port}/{database}"
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> EmbeddedPostgres:
+        """Initialise the cluster if needed and start the server; returns once it accepts connections."""
+        if self._running:
+            return self
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="volunteer-pg-"))
+        self._prepare_dir()
+        if not (self.pgdata / "PG_VERSION").is_file():
+            self._initdb()
+        fixed_port = self._port is not None
+        attempts = 1 if fixed_port else 3
+        last_error: EmbeddedPostgresError | None = None
+        for _ in range(attempts):
+            if self._port is None or (not fixed_port and _port_open(self._port)):
+                self._port = free_port()
+            try:
+                self._pg_ctl_start()
+                self._running = True
+                return self
+            except EmbeddedPostgresError as exc:
+                last_error = exc
+                if not fixed_port:
+                    self._port = None
+        assert last_error is not None
+        raise last_error
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server, keeping its data (``mode``: smart, fast or immediate, as pg_ctl)."""
+        if self._root is None or not (self.pgdata / "postmaster.pid").exists():
+            self._running = False
+            return
+        result = self._run(
+            [str(self._bin / "pg_ctl"), "-D", str(self.pgdata), "-m", mode, "-w", "-t", "60", "stop"],
+            check=False,
+        )
+        self._running = False
+        if result.returncode != 0 and (self.pgdata / "postmaster.pid").exists():
+            raise EmbeddedPostgresError(f"pg_ctl stop failed: {_tail(result.stderr or result.stdout)}")
+
+    def restart(self, keep_data: bool = True) -> EmbeddedPostgres:
+        """Stop and start again on the same port; ``keep_data=False`` starts from an empty cluster."""
+        self.stop()
+        if not keep_data and self._root is not None:
+            shutil.rmtree(self.pgdata, ignore_errors=True)
+        return self.start()
+
+    def close(self) -> None:
+        """Stop the server; a throwaway cluster's directory is removed, a given one is kept."""
+        try:
+            self.stop()
+        finally:
+            if self._given_dir is None and self._root is not None:
+                shutil.rmtree(self._root, ignore_errors=True)
+                self._root = None
+
+    def __enter__(self) -> EmbeddedPostgres:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "running" if self._running else "stopped"
+        return f"EmbeddedPostgres({self._root}, port={self._port}, {state})"
+
+    # ------------------------------------------------------------------ internals
+
+    def _server_user(self) -> pwd.struct_passwd | None:
+        if not self._as_root:
+            return None
+        try:
+            return pwd.getpwnam(SERVER_USER)
+        except KeyError:
+            raise EmbeddedPostgresError(
+                f"running as root needs the '{SERVER_USER}' OS user to run the server "
+                "(the postgresql-15 package creates it); or run as an ordinary user"
+            ) from None
+
+    def _prepare_dir(self) -> None:
+        root = self.root
+        root.mkdir(parents=True, exist_ok=True)
+        os.chmod(root, 0o700)
+        user = self._server_user()
+        if user is not None:
+            for path in [root, *root.rglob("*")]:
+                with contextlib.suppress(FileNotFoundError):
+                    if path.stat().st_uid != user.pw_uid:
+                        os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
+            probe = self._run(["test", "-w", str(root)], check=False)
+            if probe.returncode != 0:
+                raise EmbeddedPostgresError(
+                    f"the '{SERVER_USER}' OS user cannot reach {root}: choose a data dir whose parent "
+                    "folders are traversable by it (e.g. under /tmp or /var/lib)"
+                )
+
+    def _initdb(self) -> None:
+        shutil.rmtree(self.pgdata, ignore_errors=True)
+        cmd = [
+            str(self._bin / "initdb"), "-D", str(self.pgdata), "-U", SERVER_USER,
+            "-A", "trust", "-E", "UTF8", "--no-locale",
+        ]
+        if not self.durable:
+            cmd.append("--no-sync")
+        result = self._run(cmd, check=False)
+        if result.returncode != 0:
+            raise EmbeddedPostgresError(f"initdb failed: {_tail(result.stderr or result.stdout)}")
+
+    def _pg_ctl_start(self) -> None:
+        options = [
+            f"-p {self.port}",
+            f"-k {self.root}",
+            "-c listen_addresses=127.0.0.1",
+        ]
+        if not self.durable:
+            options.extend(THROWAWAY_OPTIONS)
+        cmd = [
+            str(self._bin / "pg_ctl"), "-D", str(self.pgdata), "-l", str(self.log_path),
+            "-w", "-t", str(int(self.start_timeout)), "-o", " ".join(options), "start",
+        ]
+        started = time.monotonic()
+        result = self._run(cmd, check=False)
+        if result.returncode != 0:
+            log_tail = ""
+            with contextlib.suppress(OSError):
+                log_tail = _tail(self.log_path.read_text(errors="replace"))
+            raise EmbeddedPostgresError(
+                f"PostgreSQL did not start on 127.0.0.1:{self.port} "
+                f"(after {time.monotonic() - started:.1f}s): {log_tail or _tail(result.stderr)}"
+            )
+
+    def _run(self, cmd: list[str], *, check: bool) -> subprocess.CompletedProcess[str]:
+        if self._server_user() is not None:
+            cmd = ["runuser", "-u", SERVER_USER, "--", *cmd]
+        return subprocess.run(
+            cmd, check=check, capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd="/",
+        )
+
+
+def _tail(text: str | None, lines: int = 5) -> str:
+    if not text:
+        return ""
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
