@@ -49,3 +49,14 @@ def fail_on_db_error(url: str) -> Iterator[None]:
     except psycopg.Error as exc:
         message = exc.diag.message_primary if exc.diag and exc.diag.message_primary else str(exc)
         raise click.ClickException(f"database error: {message}") from None
+
+
+def parse_number(text: str) -> float:
+    """A numeric flag read like JavaScript's ``Number()``: unparsable text is NaN (callers clamp)."""
+    stripped = text.strip()
+    if not stripped:
+        return 0.0
+    try:
+        return float(stripped)
+    except ValueError:
+        return float("nan")
