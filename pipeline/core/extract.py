@@ -1,0 +1,201 @@
+"""Entity candidates from one turn (spec §4.1, §4.3): what is worth looking up in the brain.
+
+Zero-LLM and precision-biased, exactly like gbrain's ``extractCandidates``: @handles, capitalised
+runs (with the leading-stopword trim), then lowercase *weak* words and CJK n-grams that may only
+resolve through exact evidence. The output of one turn never depends on other turns, so callers cache
+it per turn and merge cached lists with :func:`pipeline.core.window.merge_window`.
+
+A candidate is a plain tuple ``(display, query, norm, weak)`` (see :data:`Candidate`): this runs on
+every turn of every session, and tuples are several times cheaper to build than objects.
+"""
+
+from __future__ import annotations
+
+import re
+
+import regex
+
+from pipeline.core.jscompat import JS_WS, utf16_len
+from pipeline.core.normalize import JS_WHITESPACE, normalize_alias
+
+Candidate = tuple[str, str, str, bool]
+"""``(display, query, norm, weak)``: label surface, lookup text, ``normalize_alias(query)``, weak flag."""
+
+DISPLAY, QUERY, NORM, WEAK = 0, 1, 2, 3
+
+MAX_CANDIDATES = 12
+MAX_WEAK_CANDIDATES = 32
+MAX_CJK_WEAK_CANDIDATES = 24
+
+STOPWORDS = frozenset({
+    'i', "i'm", "i've", "i'll", 'you', "you're", 'he', 'she', 'it', "it's", 'we', "we're", 'they',
+    "they're", 'me', 'him', 'her', 'us', 'them', 'my', 'your', 'his', 'their', 'our', 'mine', 'yours',
+    'hers', 'theirs', 'ours', 'this', 'that', 'these', 'those', 'who', 'whom', 'the', 'a', 'an', 'and',
+    'or', 'but', 'so', 'if', 'as', 'at', 'by', 'for', 'in', 'of', 'on', 'to', 'up', 'with', 'from', 'into',
+    'over', 'than', 'then', 'also', 'just', 'what', 'when', 'where', 'why', 'how', 'which', 'whose', 'can',
+    'could', 'should', 'would', 'will', 'shall', 'may', 'might', 'must', 'do', 'does', 'did', 'is', 'are',
+    'am', 'was', 'were', 'be', 'been', 'being', 'has', 'have', 'had', 'hi', 'hey', 'hello', 'thanks',
+    'thank', 'please', 'yes', 'no', 'ok', 'okay', 'sure', 'maybe', 'well', 'oh', 'let', "let's", 'lets',
+})
+"""HARD stopwords: never an entity on their own (compared lowercased; straight apostrophe only)."""
+
+COMMON_WORDS = frozenset({
+    'monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday', 'sunday', 'january', 'february',
+    'march', 'april', 'may', 'june', 'july', 'august', 'september', 'october', 'november', 'december',
+    'today', 'tomorrow', 'yesterday', 'now', 'soon', 'later', 'tonight', 'morning', 'afternoon', 'evening',
+    'week', 'month', 'year', 'meeting', 'call', 'note', 'task', 'here', 'there', 'every', 'some', 'any',
+    'all', 'one', 'two', 'three', 'first', 'last', 'next', 'new', 'old', 'good', 'bad', 'great', 'nice',
+    'thing', 'something', 'anything',
+})
+"""SOFT common words: dropped only when a single token is seen solely at a sentence start."""
+
+_HANDLE_RE = re.compile(r"@([A-Za-z0-9_]{2,})")
+_CAP_TOKEN = r"\p{Lu}[\p{L}0-9'’\-]*(?:\.\p{L}[\p{L}0-9'’\-]*)*"
+_CAP_RUN_RE = regex.compile(f"{_CAP_TOKEN}(?:[{JS_WS}]+{_CAP_TOKEN}){{0,3}}")
+_WS_SPLIT_RE = re.compile(f"[{JS_WS}]+")
+_HAS_WS_RE = re.compile(f"[{JS_WS}]")
+_STARTS_UPPER_RE = regex.compile(r"\p{Lu}")
+_WEAK_TOKEN_RE = regex.compile(r"(?<![\p{L}\p{N}'’@-])\p{Ll}[\p{L}\p{N}'’-]{2,}(?![\p{L}\p{N}'’-])")
+_PURE_NUMBER_RE = re.compile(r"[0-9][0-9.,]*")
+
+CJK_CHARS = "\u4e00-\u9fff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af"
+"""gbrain's CJK ranges: Han, hiragana, katakana, hangul syllables (BMP only)."""
+_CJK_RUN_RE = re.compile(f"[{CJK_CHARS}]+")
+_HIRAGANA_ONLY_RE = re.compile("[\u3040-\u309f]+")
+
+_SENTENCE_END = frozenset(".!?:;\n\r•-([\"“")
+_JS_WS_SET = frozenset(JS_WHITESPACE)
+
+
+def strip_possessive(text: str) -> str:
+    """Drop a trailing ``'s`` / ``’s`` (any case of s), then a trailing ``'`` / ``’``."""
+    if len(text) >= 2 and text[-1] in "sS" and text[-2] in "'’":
+        text = text[:-2]
+    if text and text[-1] in "'’":
+        text = text[:-1]
+    return text
+
+
+def is_at_sentence_start(text: str, idx: int) -> bool:
+    """Whitespace (newlines included) is skipped backwards, then the previous character decides."""
+    i = idx - 1
+    while i >= 0 and text[i] in _JS_WS_SET:
+        i -= 1
+    return i < 0 or text[i] in _SENTENCE_END
+
+
+def has_whitespace(text: str) -> bool:
+    """JS ``/\\s/.test(text)``."""
+    return _HAS_WS_RE.search(text) is not None
+
+
+def starts_uppercase(text: str) -> bool:
+    """JS ``/^\\p{Lu}/u.test(text)``."""
+    return _STARTS_UPPER_RE.match(text) is not None
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK_RUN_RE.search(text) is not None
+
+
+def extract_candidates(text: object) -> list[Candidate]:
+    """Candidates of one turn: strong ones first (≤12), then weak lowercase (≤32), then CJK (≤24)."""
+    if not isinstance(text, str) or not text:
+        return []
+
+    # norm -> [display, query, multi_token, seen_mid_sentence]; dict order is first-seen order.
+    acc: dict[str, list[object]] = {}
+
+    def consider(raw_display: str, raw_query: str, mid_sentence: bool) -> None:
+        query = strip_possessive(raw_query.strip(JS_WHITESPACE))
+        if not query:
+            return
+        norm = normalize_alias(query)
+        if not norm:
+            return
+        existing = acc.get(norm)
+        if existing is not None:
+            if mid_sentence:
+                existing[3] = True
+            return
+        acc[norm] = [raw_display.strip(JS_WHITESPACE), query, _HAS_WS_RE.search(query) is not None, mid_sentence]
+
+    if "@" in text:
+        for m in _HANDLE_RE.finditer(text):
+            handle = m.group(1)
+            consider("@" + handle, handle, True)
+
+    for m in _CAP_RUN_RE.finditer(text):
+        surface = m.group(0)
+        consider(surface, surface, not is_at_sentence_start(text, m.start()))
+        tokens = _WS_SPLIT_RE.split(surface)
+        first_kept = 0
+        while first_kept < len(tokens) and strip_possessive(tokens[first_kept]).lower() in STOPWORDS:
+            first_kept += 1
+        if 0 < first_kept < len(tokens):
+            trimmed = " ".join(tokens[first_kept:])
+            consider(trimmed, trimmed, True)
+
+    out: list[Candidate] = []
+    strong_norms: set[str] = set()
+    for norm, (display, query, multi_token, seen_mid) in acc.items():
+        assert isinstance(query, str) and isinstance(display, str)
+        if not multi_token:
+            lc = query.lower()
+            if (
+                utf16_len(query) < 2
+                or _PURE_NUMBER_RE.fullmatch(query)
+                or lc in STOPWORDS
+                or (lc in COMMON_WORDS and not seen_mid)
+            ):
+                continue
+        out.append((display, query, norm, False))
+        strong_norms.add(norm)
+        if len(out) >= MAX_CANDIDATES:
+            break
+
+    weak_seen: set[str] = set()
+    weak_count = 0
+    for m in _WEAK_TOKEN_RE.finditer(text):
+        if weak_count >= MAX_WEAK_CANDIDATES:
+            break
+        raw = strip_possessive(m.group(0))
+        if utf16_len(raw) < 3:
+            continue
+        lc = raw.lower()
+        if lc in STOPWORDS or lc in COMMON_WORDS:
+            continue
+        norm = normalize_alias(raw)
+        if not norm or norm in strong_norms or norm in weak_seen:
+            continue
+        weak_seen.add(norm)
+        weak_count += 1
+        out.append((raw, raw, norm, True))
+
+    if has_cjk(text):
+        _cjk_grams(text, out, strong_norms, weak_seen)
+    return out
+
+
+def _cjk_grams(text: str, out: list[Candidate], strong_norms: set[str], weak_seen: set[str]) -> None:
+    """Whole short runs, else every 4-, 3- and 2-gram per start position; no pure-hiragana grams."""
+    count = 0
+    for m in _CJK_RUN_RE.finditer(text):
+        run = m.group(0)
+        if len(run) < 2:
+            continue
+        if len(run) <= 4:
+            grams = [run]
+        else:
+            grams = [run[i : i + n] for i in range(len(run) - 1) for n in (4, 3, 2) if i + n <= len(run)]
+        for gram in grams:
+            if count >= MAX_CJK_WEAK_CANDIDATES:
+                return
+            if _HIRAGANA_ONLY_RE.fullmatch(gram):
+                continue
+            norm = normalize_alias(gram)
+            if not norm or norm in strong_norms or norm in weak_seen:
+                continue
+            weak_seen.add(norm)
+            count += 1
+            out.append((gram, gram, norm, True))

@@ -1,0 +1,119 @@
+"""The confidence gate (spec §6, gbrain ``gateVolunteeredPointers``): pointers in, volunteered pages out.
+
+Exclusions come first (session dedupe by slug, and slug prefixes), then the confidence is recomputed
+from the arm plus the salience boost (the pointer's own confidence is ignored, so gating a gated set
+is a no-op), then the threshold, then the cap. Option values are raw and clamped like the reference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
+
+from pipeline.core.jscompat import is_js_number
+from pipeline.core.normalize import collapse_whitespace, normalize_alias
+from pipeline.core.types import ARM_CONFIDENCE, Pointer, VolunteeredPage
+from pipeline.core.window import WindowCandidate
+
+DEFAULT_MAX_PAGES = 3
+MAX_PAGES_CAP = 5
+DEFAULT_MIN_CONFIDENCE = 0.7
+SALIENCE_BOOST = 0.05
+DEFAULT_WINDOW_TURNS = 4
+MAX_WINDOW_TURNS = 64
+
+_ARM_TEXT = {
+    "alias": "alias match",
+    "title": "exact title match",
+    "title-surname": "surname match",
+    "cjk-title": "exact CJK title/slug match",
+    "slug-suffix": "slug match",
+}
+
+
+def clamp_max_pages(raw: object) -> int:
+    """Not a finite number, or < 1 (even 0.5) -> 3; otherwise floor, capped at 5."""
+    if not is_js_number(raw) or not math.isfinite(raw) or raw < 1:
+        return DEFAULT_MAX_PAGES
+    return min(math.floor(raw), MAX_PAGES_CAP)
+
+
+def clamp_min_confidence(raw: object) -> float:
+    """A number in [0, 1] is used as given; anything else (NaN, 5, -1, missing) means 0.7."""
+    if is_js_number(raw) and 0 <= raw <= 1:
+        return float(raw)
+    return DEFAULT_MIN_CONFIDENCE
+
+
+def clamp_window_turns(raw: object) -> int:
+    """Watch's rolling window: ``min(64, max(1, floor(x)))``; non-finite or missing -> 4."""
+    if not is_js_number(raw) or not math.isfinite(raw):
+        return DEFAULT_WINDOW_TURNS
+    return min(MAX_WINDOW_TURNS, max(1, math.floor(raw)))
+
+
+def candidates_by_norm(candidates: Iterable[WindowCandidate]) -> dict[str, WindowCandidate]:
+    """norm -> candidate, first wins: how the gate joins a pointer back to its salience facts."""
+    by_norm: dict[str, WindowCandidate] = {}
+    for c in candidates:
+        if c.norm and c.norm not in by_norm:
+            by_norm[c.norm] = c
+    return by_norm
+
+
+def rationale_for(arm: str, display: str, cand: WindowCandidate | None, window_size: int) -> str:
+    """Template text only: the arm with the matched label, then mention facts. Never free text."""
+    arm_text = f'{_ARM_TEXT.get(arm, "slug match")} "{display}"'
+    if cand is None:
+        return arm_text
+    parts = [arm_text]
+    if cand.occurrences >= 2:
+        parts.append(f"mentioned in {cand.occurrences} of last {window_size} turns")
+    elif cand.in_newest_turn:
+        parts.append("mentioned in the newest turn")
+    if not cand.user_mention:
+        parts.append("assistant-introduced")
+    return "; ".join(parts)
+
+
+def gate(
+    pointers: Iterable[Pointer],
+    by_norm: Mapping[str, WindowCandidate],
+    *,
+    window_size: int,
+    max_pages: object = None,
+    min_confidence: object = None,
+    exclude_slugs: Collection[str] = (),
+    exclude_slug_prefixes: Sequence[str] = (),
+    collapse_display: bool = True,
+) -> list[VolunteeredPage]:
+    """Walk pointers in resolver order; skip excluded, recompute confidence, threshold, cap."""
+    cap = clamp_max_pages(max_pages)
+    threshold = clamp_min_confidence(min_confidence)
+    prefixes = tuple(exclude_slug_prefixes)
+    out: list[VolunteeredPage] = []
+    for p in pointers:
+        if p.slug in exclude_slugs or (prefixes and p.slug.startswith(prefixes)):
+            continue
+        cand = by_norm.get(p.matched_norm) if p.matched_norm else None
+        if cand is None:
+            cand = by_norm.get(normalize_alias(p.display))
+        boost = SALIENCE_BOOST if cand is not None and (cand.occurrences >= 2 or cand.in_newest_turn) else 0
+        confidence = min(0.99, ARM_CONFIDENCE[p.arm] + boost)
+        if confidence < threshold:
+            continue
+        display = collapse_whitespace(p.display) if collapse_display else p.display
+        out.append(
+            VolunteeredPage(
+                slug=p.slug,
+                source_id=p.source_id,
+                display=display,
+                confidence=confidence,
+                arm=p.arm,
+                rationale=rationale_for(p.arm, display, cand, window_size),
+                synopsis=p.synopsis,
+            )
+        )
+        if len(out) >= cap:
+            break
+    return out

@@ -1,0 +1,112 @@
+"""The one-shot op (spec §8, gbrain ``volunteer_context``) and the shared decision over a window.
+
+``decide`` is the whole pipeline over already-extracted turns; the op, the stream step and replay all
+call it, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from pipeline.core.brain import BrainIndex
+from pipeline.core.extract import Candidate, extract_candidates
+from pipeline.core.gate import candidates_by_norm, gate
+from pipeline.core.jscompat import is_js_number
+from pipeline.core.normalize import JS_WHITESPACE
+from pipeline.core.resolve import RESOLVER_POOL, resolve
+from pipeline.core.types import VolunteeredPage
+from pipeline.core.window import merge_window, parse_window
+
+WINDOW_REQUIRED = "window is required unless stats: true"
+
+
+class InvalidParams(ValueError):
+    """The op's ``invalid_params`` error: a missing, non-string or blank window."""
+
+    code = "invalid_params"
+
+    def __init__(self, message: str = WINDOW_REQUIRED) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_dict(self) -> dict[str, str]:
+        return {"error": self.code, "message": self.message}
+
+
+def decide(
+    turns: Sequence[tuple[str, Sequence[Candidate]]],
+    brain: BrainIndex,
+    *,
+    source_ids: Sequence[str],
+    prior_context: str | None = None,
+    max_pages: object = None,
+    min_confidence: object = None,
+    lexical_arms: bool = True,
+    exclude_slugs: Collection[str] = (),
+    exclude_slug_prefixes: Sequence[str] = (),
+    collapse_display: bool = True,
+) -> list[VolunteeredPage]:
+    """``volunteerContext`` over turns given as ``(role, cached candidates)``, oldest first."""
+    if not turns or not source_ids:
+        return []
+    candidates = merge_window(turns)
+    if not candidates:
+        return []
+    pointers = resolve(
+        candidates,
+        brain,
+        source_ids,
+        prior_context=prior_context,
+        lexical_arms=lexical_arms,
+        max_pointers=RESOLVER_POOL,
+    )
+    if not pointers:
+        return []
+    return gate(
+        pointers,
+        candidates_by_norm(candidates),
+        window_size=len(turns),
+        max_pages=max_pages,
+        min_confidence=min_confidence,
+        exclude_slugs=exclude_slugs,
+        exclude_slug_prefixes=exclude_slug_prefixes,
+        collapse_display=collapse_display,
+    )
+
+
+def volunteer_context(
+    window: object,
+    brain: BrainIndex,
+    *,
+    source_ids: Sequence[str] = ("default",),
+    prior_context: object = None,
+    max_pages: object = None,
+    min_confidence: object = None,
+    lexical_arms: bool = True,
+    exclude_slug_prefixes: Sequence[str] = (),
+    collapse_display: bool = True,
+    exclude_slugs: Collection[str] = (),
+) -> dict[str, Any]:
+    """The op: parse the window, decide, return ``{"pages": [...], "count": n, "window_turns": n}``.
+
+    Raw option values are forwarded only when they have the reference's type (a string prior
+    context, numeric limits) and are clamped by the gate. Raises :class:`InvalidParams` for a
+    missing, non-string or whitespace-only window.
+    """
+    if not isinstance(window, str) or not window.strip(JS_WHITESPACE):
+        raise InvalidParams()
+    turns = parse_window(window)
+    pages = decide(
+        [(role, extract_candidates(text)) for role, text in turns],
+        brain,
+        source_ids=source_ids,
+        prior_context=prior_context if isinstance(prior_context, str) else None,
+        max_pages=max_pages if is_js_number(max_pages) else None,
+        min_confidence=min_confidence if is_js_number(min_confidence) else None,
+        lexical_arms=lexical_arms,
+        exclude_slugs=exclude_slugs,
+        exclude_slug_prefixes=exclude_slug_prefixes,
+        collapse_display=collapse_display,
+    )
+    return {"pages": [p.to_dict() for p in pages], "count": len(pages), "window_turns": len(turns)}

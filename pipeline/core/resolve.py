@@ -1,0 +1,180 @@
+"""Candidates -> pages, arm by arm, in the reference's push order (spec §5, gbrain ``resolveEntitiesToPointers``).
+
+Order of pushes, first claim of a ``(source_id, slug)`` wins:
+
+1. alias (0.9): strong norms per source, in scope order then salience order, unique live hit only;
+   then weak norms, unique live hit across the whole scope;
+2. arm 2, rows in page-id order: exact title (0.8), else exact slug / slug tail (0.6);
+3. surname (0.72): a single capitalised token naming exactly one person page in scope, and that
+   page not claimed by title or slug;
+4. CJK (0.72): pure-CJK weak n-grams still unresolved, exactly one page by exact title or slug.
+
+Pointers are then built in push order with slug-substring suppression against ``prior_context``
+and capped (10 for the volunteer path, so the gate sees the whole pool).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pipeline.core.brain import BrainIndex
+from pipeline.core.extract import CJK_CHARS
+from pipeline.core.pages import Page
+from pipeline.core.types import ARM_CONFIDENCE, Pointer
+from pipeline.core.window import WindowCandidate
+
+RESOLVER_POOL = 10
+"""The volunteer path resolves up to 2 x the hard page cap of 5, before the gate."""
+
+_PURE_CJK_RE = re.compile(f"[{CJK_CHARS}]+")
+
+_Push = tuple[Page, str, str]  # (page, arm, matched_norm)
+
+
+def resolve(
+    candidates: Sequence[WindowCandidate],
+    brain: BrainIndex,
+    source_ids: Sequence[str],
+    *,
+    prior_context: str | None = None,
+    lexical_arms: bool = True,
+    max_pointers: int = RESOLVER_POOL,
+) -> list[Pointer]:
+    """Resolve window candidates (salience order) to pointers, in resolver order."""
+    if not candidates or not source_ids:
+        return []
+    prior_lc = (prior_context or "").lower()
+
+    display_by_norm: dict[str, str] = {}
+    strong_norms: list[str] = []
+    weak_norms: list[str] = []  # ordered set
+    titles_lc: dict[str, str] = {}  # title_lc -> first norm (titleToNorm); keys are the title set
+    slug_to_norm: dict[str, str] = {}
+    surname_to_norm: dict[str, str] = {}  # token -> norm, in candidate order
+    for c in candidates:
+        norm = c.norm
+        if c.weak:
+            if not lexical_arms:
+                continue
+            display_by_norm.setdefault(norm, c.display)
+            if norm not in weak_norms:
+                weak_norms.append(norm)
+            continue
+        display_by_norm.setdefault(norm, c.display)
+        strong_norms.append(norm)
+        title_lc, slug, token = brain.query_keys(c.query)
+        titles_lc.setdefault(title_lc, norm)
+        if slug:
+            slug_to_norm.setdefault(slug, norm)
+        if lexical_arms and token is not None:
+            surname_to_norm.setdefault(token, norm)
+    if not strong_norms and not weak_norms:
+        return []
+
+    scope = source_ids if isinstance(source_ids, list | tuple) else list(source_ids)
+    in_scope = frozenset(scope)
+    pushes: list[_Push] = []
+    claimed: set[tuple[str, str]] = set()
+
+    def push(page: Page, arm: str, norm: str) -> None:
+        key = (page.source_id, page.slug)
+        if key not in claimed:
+            claimed.add(key)
+            pushes.append((page, arm, norm))
+
+    # Arm 1: alias. Strong norms are unique per source; weak norms must be unique over the scope.
+    for src in scope:
+        for norm in strong_norms:
+            targets = brain.alias_targets(norm)
+            if targets is not None:
+                slugs = targets.get(src)
+                if slugs is not None and len(slugs) == 1:
+                    page = brain.live_page(src, slugs[0])
+                    if page is not None:
+                        push(page, "alias", norm)
+    for norm in weak_norms:
+        targets = brain.alias_targets(norm)
+        if targets is None:
+            continue
+        alias_hits = [(src, slug) for src in scope for slug in targets.get(src, ())]
+        if len(alias_hits) == 1:
+            page = brain.live_page(*alias_hits[0])
+            if page is not None:
+                push(page, "alias", norm)
+
+    # Arm 2: one "query" for exact title, exact slug, slug tail and (lexical) surname, rows by id.
+    row_ids: set[int] = set()
+    for title_lc in titles_lc:
+        row_ids.update(brain.ids_with_title(title_lc))
+    for slug in slug_to_norm:
+        row_ids.update(brain.ids_with_slug(slug))
+        row_ids.update(brain.ids_with_slug_tail(slug))
+    for token in surname_to_norm:
+        row_ids.update(brain.person_ids_with_surname(token))
+    rows = [page for page in map(brain.page, sorted(row_ids)) if page.source_id in in_scope]
+
+    surname_hits: dict[str, list[Page]] = {}
+    surname_coverage: dict[str, int] = {}
+    for page in rows:
+        title_lc = page.title.lower()
+        token = _surname_of(page, title_lc, surname_to_norm)
+        if token is not None:
+            surname_coverage[token] = surname_coverage.get(token, 0) + 1
+        title_norm = titles_lc.get(title_lc)
+        if title_norm is not None:
+            push(page, "title", title_norm)
+            continue
+        slug_norm = slug_to_norm.get(page.slug)
+        if slug_norm is None:
+            slug_norm = slug_to_norm.get(page.slug[page.slug.rfind("/") + 1 :])
+        if slug_norm is not None:
+            push(page, "slug-suffix", slug_norm)
+            continue
+        if token is not None:
+            surname_hits.setdefault(token, []).append(page)
+    for token, hits in surname_hits.items():
+        if len(hits) == 1 and surname_coverage.get(token) == 1:
+            push(hits[0], "title-surname", surname_to_norm[token])
+
+    # Arm 2.5: pure-CJK weak n-grams no earlier arm resolved; exactly one page by title or slug.
+    if lexical_arms and weak_norms:
+        resolved_norms = {norm for _, _, norm in pushes}
+        cjk_norms = [n for n in weak_norms if n not in resolved_norms and _PURE_CJK_RE.fullmatch(n)]
+        if cjk_norms:
+            cjk_ids: set[int] = set()
+            for n in cjk_norms:
+                cjk_ids.update(brain.ids_with_title(n))
+                cjk_ids.update(brain.ids_with_slug(n))
+            cjk_hits: dict[str, list[Page]] = {}
+            for page in map(brain.page, sorted(cjk_ids)):
+                if page.source_id not in in_scope:
+                    continue
+                title_lc = page.title.lower()
+                for n in cjk_norms:
+                    if title_lc == n or page.slug == n:
+                        cjk_hits.setdefault(n, []).append(page)
+            for n, pages_of_n in cjk_hits.items():
+                if len(pages_of_n) == 1:
+                    push(pages_of_n[0], "cjk-title", n)
+
+    pointers: list[Pointer] = []
+    for page, arm, norm in pushes:
+        if prior_lc and page.slug.lower() in prior_lc:
+            continue
+        display = display_by_norm.get(brain.title_norm(page)) or page.title or page.slug[page.slug.rfind("/") + 1 :]
+        pointers.append(Pointer(display, page.slug, page.source_id, brain.synopsis(page), arm, ARM_CONFIDENCE[arm], norm))
+        if len(pointers) >= max_pointers:
+            break
+    return pointers
+
+
+def _surname_of(page: Page, title_lc: str, surname_to_norm: dict[str, str]) -> str | None:
+    """The armed surname token a person page's lowercased title ends with (after a space), if any."""
+    if not surname_to_norm or page.type != "person":
+        return None
+    space = title_lc.rfind(" ")
+    if space == -1:
+        return None
+    token = title_lc[space + 1 :]
+    return token if token in surname_to_norm else None

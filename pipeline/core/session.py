@@ -1,0 +1,234 @@
+"""Per-session streaming decisions: gbrain ``watch`` semantics, one turn at a time (spec §9).
+
+:class:`SessionState` is everything a worker keeps per session: the rolling window as *cached
+candidates* (never raw text: the state goes to a changelog topic), which turn surfaced each slug
+(session dedupe), the emissions of recent turns (so a redelivered turn re-emits exactly what it first
+emitted), the last turn number and the last activity time. :func:`step` advances it by one turn.
+Pure: no clock, no I/O; the caller passes ``now_ms``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from pipeline.core.brain import BrainIndex
+from pipeline.core.extract import Candidate, extract_candidates
+from pipeline.core.gate import clamp_window_turns
+from pipeline.core.normalize import JS_WHITESPACE, normalize_alias
+from pipeline.core.op import decide
+from pipeline.core.types import VolunteeredPage
+from pipeline.core.window import ROLES, parse_watch_line
+
+__all__ = [
+    "EMISSIONS_KEPT_TURNS",
+    "DecisionOptions",
+    "SessionState",
+    "StepResult",
+    "parse_watch_line",
+    "step",
+]
+
+EMISSIONS_KEPT_TURNS = 64
+"""Emissions are kept for turns within this many turn numbers of the newest (or in the window, if
+longer), so a turn redelivered after a crash re-emits its pages even if the window moved on."""
+
+_STATE_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionOptions:
+    """Per-session knobs, raw as configured; clamped like the reference when used."""
+
+    window_turns: object = 4
+    max_pages: object = None
+    min_confidence: object = None
+    lexical_arms: bool = True
+    exclude_slug_prefixes: tuple[str, ...] = ()
+    collapse_display: bool = True
+
+    @property
+    def effective_window_turns(self) -> int:
+        """``min(64, max(1, floor(window_turns)))``; non-finite -> 4."""
+        return clamp_window_turns(self.window_turns)
+
+
+@dataclass(slots=True)
+class _WindowTurn:
+    turn: int
+    role: str
+    candidates: list[Candidate]
+
+
+@dataclass(slots=True)
+class SessionState:
+    """What a worker's table keeps for one session. Mutated by :func:`step`; see ``to_bytes``."""
+
+    last_turn: int = 0
+    window: list[_WindowTurn] = field(default_factory=list)
+    surfaced: dict[str, int] = field(default_factory=dict)
+    emissions: dict[int, list[VolunteeredPage]] = field(default_factory=dict)
+    last_activity_ms: int | None = None
+
+    # ------------------------------------------------------------------ serialisation
+
+    def to_bytes(self) -> bytes:
+        """Compact orjson: short keys, candidates as ``query`` or ``[display, query]``, no raw text."""
+        out: dict[str, Any] = {"v": _STATE_VERSION, "t": self.last_turn}
+        if self.last_activity_ms is not None:
+            out["a"] = self.last_activity_ms
+        if self.window:
+            out["w"] = [
+                [
+                    wt.turn,
+                    0 if wt.role == "user" else 1,
+                    [_enc_cand(c) for c in wt.candidates if not c[3]],
+                    [_enc_cand(c) for c in wt.candidates if c[3]],
+                ]
+                for wt in self.window
+            ]
+        if self.surfaced:
+            out["s"] = self.surfaced
+        if self.emissions:
+            out["e"] = {
+                str(turn): [
+                    [p.slug, p.source_id, p.display, p.confidence, p.arm, p.rationale, p.synopsis] for p in pages
+                ]
+                for turn, pages in self.emissions.items()
+            }
+        return orjson.dumps(out)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SessionState:
+        """Inverse of :meth:`to_bytes`; raises ``ValueError`` naming what is wrong."""
+        try:
+            obj = orjson.loads(data)
+            if not isinstance(obj, dict) or obj.get("v") != _STATE_VERSION:
+                raise ValueError(f"unsupported session state version {obj.get('v') if isinstance(obj, dict) else None!r}")
+            state = cls(last_turn=int(obj["t"]), last_activity_ms=obj.get("a"))
+            for turn, role, strong, weak in obj.get("w", ()):
+                cands = [_dec_cand(c, False) for c in strong] + [_dec_cand(c, True) for c in weak]
+                state.window.append(_WindowTurn(int(turn), ROLES[role], cands))
+            state.surfaced = {str(k): int(v) for k, v in obj.get("s", {}).items()}
+            state.emissions = {
+                int(turn): [VolunteeredPage(s, src, d, float(c), a, r, syn) for s, src, d, c, a, r, syn in pages]
+                for turn, pages in obj.get("e", {}).items()
+            }
+            return state
+        except ValueError as exc:
+            raise ValueError(f"invalid session state: {exc}") from None
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"invalid session state: {type(exc).__name__}: {exc}") from None
+
+    @property
+    def window_turns(self) -> list[int]:
+        """Turn numbers currently in the rolling window, oldest first."""
+        return [wt.turn for wt in self.window]
+
+
+def _enc_cand(c: Candidate) -> str | list[str]:
+    return c[1] if c[0] == c[1] else [c[0], c[1]]
+
+
+def _dec_cand(raw: Any, weak: bool) -> Candidate:
+    if isinstance(raw, str):
+        display = query = raw
+    else:
+        display, query = raw
+    norm = normalize_alias(query)
+    if not norm:
+        raise ValueError(f"candidate {query!r} has an empty norm")
+    return (display, query, norm, weak)
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """The pages volunteered at ``turn``. ``duplicate``: a redelivered turn (pages are the first
+    processing's, state untouched). ``skipped``: blank text, not a turn (nothing counted)."""
+
+    turn: int
+    pages: list[VolunteeredPage]
+    duplicate: bool
+    skipped: bool = False
+
+
+def step(
+    state: SessionState,
+    role: str,
+    text: str,
+    brain: BrainIndex,
+    *,
+    source_id: str,
+    options: DecisionOptions,
+    turn_no: int | None = None,
+    now_ms: int | None = None,
+) -> StepResult:
+    """One turn of one session, exactly like a line of gbrain ``watch``; mutates ``state``.
+
+    The turn is numbered ``turn_no`` or ``last_turn + 1`` and appended to the rolling window (gaps in
+    numbering are fine: the window is the last N turns received). The decision excludes slugs
+    surfaced at earlier turns (before the gate and cap) and passes no prior context. A ``turn_no`` at
+    or below ``last_turn`` is a redelivery: the state is left alone and the pages that turn emitted
+    the first time are returned (``duplicate=True``).
+    """
+    role_lc = role.lower()
+    if role_lc not in ROLES:
+        raise ValueError(f"role must be 'user' or 'assistant', got {role!r}")
+    if turn_no is not None and turn_no <= state.last_turn:
+        return StepResult(turn_no, list(state.emissions.get(turn_no, ())), duplicate=True)
+    body = text.strip(JS_WHITESPACE)
+    number = state.last_turn + 1 if turn_no is None else turn_no
+    if not body:
+        return StepResult(number, [], duplicate=False, skipped=True)
+
+    size = options.effective_window_turns
+    state.window.append(_WindowTurn(number, role_lc, extract_candidates(body)))
+    if len(state.window) > size:
+        del state.window[: len(state.window) - size]
+
+    # Every surfaced slug was surfaced at a turn <= last_turn < number, so the whole map is "earlier".
+    pages = decide(
+        [(wt.role, wt.candidates) for wt in state.window],
+        brain,
+        source_ids=(source_id,),
+        max_pages=options.max_pages,
+        min_confidence=options.min_confidence,
+        lexical_arms=options.lexical_arms,
+        exclude_slugs=state.surfaced,
+        exclude_slug_prefixes=options.exclude_slug_prefixes,
+        collapse_display=options.collapse_display,
+    )
+    for page in pages:
+        state.surfaced.setdefault(page.slug, number)
+    if pages:
+        state.emissions[number] = pages
+    oldest_kept = min(state.window[0].turn, number - EMISSIONS_KEPT_TURNS + 1)
+    if state.emissions and min(state.emissions) < oldest_kept:
+        state.emissions = {t: p for t, p in state.emissions.items() if t >= oldest_kept}
+    state.last_turn = number
+    if now_ms is not None:
+        state.last_activity_ms = now_ms
+    return StepResult(number, pages, duplicate=False)
+
+
+def run_lines(
+    lines: Sequence[str],
+    brain: BrainIndex,
+    *,
+    source_id: str = "default",
+    options: DecisionOptions | None = None,
+) -> tuple[int, list[tuple[int, VolunteeredPage]]]:
+    """A whole ``watch`` session over raw lines: ``(turns counted, [(turn, page), ...])``."""
+    state = SessionState()
+    opts = options or DecisionOptions()
+    emitted: list[tuple[int, VolunteeredPage]] = []
+    for line in lines:
+        parsed = parse_watch_line(line)
+        if parsed is None:
+            continue
+        result = step(state, parsed[0], parsed[1], brain, source_id=source_id, options=opts)
+        emitted.extend((result.turn, p) for p in result.pages)
+    return state.last_turn, emitted

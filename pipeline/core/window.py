@@ -1,0 +1,143 @@
+"""Turns of a conversation window and their merged, salience-ordered candidates (spec §3, §4.2, §9).
+
+``parse_window`` is the op's lenient ``role: text`` grammar (continuation lines allowed);
+``parse_watch_line`` is the streaming grammar where every line is its own turn. ``merge_window``
+combines the cached per-turn candidate lists of a window exactly like gbrain's
+``extractCandidatesFromWindow``, without re-reading any text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.core.extract import MAX_CANDIDATES, MAX_WEAK_CANDIDATES, Candidate, extract_candidates
+from pipeline.core.jscompat import JS_LINE_TERMINATORS, JS_WS
+from pipeline.core.normalize import JS_WHITESPACE
+
+TURN_PREFIX_RE = re.compile(
+    f"([Uu][Ss][Ee][Rr]|[Aa][Ss][Ss][Ii][Ss][Tt][Aa][Nn][Tt])[{JS_WS}]*:[{JS_WS}]?([^{JS_LINE_TERMINATORS}]*)\\Z"
+)
+"""``/^(user|assistant)\\s*:\\s?(.*)$/i`` with JS meaning: ASCII-only case folding, ``.`` stops at any
+line terminator, ``$`` is the end of the input. Use with ``.match``."""
+
+_LINE_SPLIT_RE = re.compile(r"\r?\n")
+
+ROLES = ("user", "assistant")
+
+
+def parse_window(text: object) -> list[tuple[str, str]]:
+    """``role: text`` lines -> ``[(role, text)]`` oldest first; unprefixed lines continue a turn."""
+    if not isinstance(text, str) or not text.strip(JS_WHITESPACE):
+        return []
+    turns: list[list[str]] = []
+    current: list[str] | None = None
+    for raw_line in _LINE_SPLIT_RE.split(text):
+        m = TURN_PREFIX_RE.match(raw_line)
+        if m:
+            if current is not None:
+                turns.append(current)
+            current = [m.group(1).lower(), m.group(2)]
+        elif current is not None:
+            current[1] = current[1] + "\n" + raw_line if current[1] else raw_line
+        elif raw_line.strip(JS_WHITESPACE):
+            current = ["user", raw_line]
+    if current is not None:
+        turns.append(current)
+    out = []
+    for role, body in turns:
+        trimmed = body.strip(JS_WHITESPACE)
+        if trimmed:
+            out.append((role, trimmed))
+    return out
+
+
+def parse_watch_line(line: str) -> tuple[str, str] | None:
+    """One streamed line -> ``(role, text)``, or ``None`` when it is not a turn (blank / empty body)."""
+    if line.endswith("\r"):
+        line = line[:-1]
+    if not line.strip(JS_WHITESPACE):
+        return None
+    m = TURN_PREFIX_RE.match(line)
+    if m:
+        role, text = m.group(1).lower(), m.group(2).strip(JS_WHITESPACE)
+    else:
+        role, text = "user", line.strip(JS_WHITESPACE)
+    return (role, text) if text else None
+
+
+@dataclass(slots=True)
+class WindowCandidate:
+    """A candidate merged across the window, with the salience facts the gate and rationale read."""
+
+    display: str
+    query: str
+    norm: str
+    weak: bool
+    occurrences: int
+    in_newest_turn: bool
+    user_mention: bool
+    last_turn_idx: int
+    order: int
+
+    def to_dict(self) -> dict[str, object]:
+        """The reference's field names (``inNewestTurn``, ``userMention``) for fixtures and debugging."""
+        out: dict[str, object] = {
+            "display": self.display,
+            "query": self.query,
+            "occurrences": self.occurrences,
+            "inNewestTurn": self.in_newest_turn,
+            "userMention": self.user_mention,
+        }
+        if self.weak:
+            out["weak"] = True
+        return out
+
+
+def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> list[WindowCandidate]:
+    """Merge per-turn candidates (oldest first) by norm; strong first, each list salience-ordered.
+
+    ``turns`` holds ``(role, candidates_of_that_turn)``. Weight = recency + min(occurrences, 4)·0.1
+    + 0.15 for a user mention, computed in the reference's operation order so float ties agree.
+    """
+    n = len(turns)
+    if not n:
+        return []
+    acc: dict[str, WindowCandidate] = {}
+    last_idx = n - 1
+    order = 0
+    for i, (role, cands) in enumerate(turns):
+        is_user = role == "user"
+        newest = i == last_idx
+        for display, query, norm, weak in cands:
+            existing = acc.get(norm)
+            if existing is None:
+                acc[norm] = WindowCandidate(display, query, norm, weak, 1, newest, is_user, i, order)
+                order += 1
+                continue
+            existing.occurrences += 1
+            existing.last_turn_idx = i
+            if newest:
+                existing.in_newest_turn = True
+            if existing.weak and not weak:
+                existing.weak = False
+                if not existing.user_mention or is_user:
+                    existing.display = display
+            if is_user and not existing.user_mention:
+                existing.display = display
+                existing.user_mention = True
+
+    def sort_key(c: WindowCandidate) -> tuple[bool, float, int]:
+        weight = (c.last_turn_idx + 1) / n + min(c.occurrences, 4) * 0.1 + (0.15 if c.user_mention else 0)
+        return (c.weak, -weight, c.order)
+
+    ranked = sorted(acc.values(), key=sort_key)
+    strong_list = [c for c in ranked if not c.weak][:MAX_CANDIDATES]
+    weak_list = [c for c in ranked if c.weak][:MAX_WEAK_CANDIDATES]
+    return strong_list + weak_list
+
+
+def extract_window(turns: Sequence[tuple[str, str]]) -> list[WindowCandidate]:
+    """From scratch: extract every turn, then merge (what the op does; the stream caches per turn)."""
+    return merge_window([(role, extract_candidates(text)) for role, text in turns])
