@@ -1,0 +1,109 @@
+"""The three topics of design.md (names, partitions, replication from :class:`Settings`) and their creation.
+
+Records travel as raw bytes: Faust topics use the ``raw`` codec and the agents decode with
+:mod:`topics.records`, so a malformed record becomes a dead letter instead of crashing a stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka.admin import NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from pipeline.settings import Settings
+from topics.clients import make_admin
+
+log = logging.getLogger(__name__)
+
+RAW = "raw"
+"""Faust codec name for bytes in, bytes out."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    replication: int
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSet:
+    turns: TopicSpec
+    volunteered: TopicSpec
+    dlq: TopicSpec
+
+    def all(self) -> list[TopicSpec]:
+        return [self.turns, self.volunteered, self.dlq]
+
+
+def topic_specs(settings: Settings) -> TopicSet:
+    """``turns`` and ``volunteered`` share the partition count: both are keyed by session id.
+
+    The dead-letter topic gets the same count; it is low-volume and only read by people.
+    """
+    partitions, replication = settings.topic_partitions, settings.topic_replication
+    return TopicSet(
+        turns=TopicSpec(settings.topic_turns, partitions, replication),
+        volunteered=TopicSpec(settings.topic_volunteered, partitions, replication),
+        dlq=TopicSpec(settings.topic_dlq, partitions, replication),
+    )
+
+
+class TopicMismatch(RuntimeError):
+    """An existing topic has a different partition count than the settings ask for."""
+
+
+async def ensure_topics(settings: Settings, specs: Iterable[TopicSpec] | None = None) -> dict[str, int]:
+    """Create the topics that are missing (idempotent); return each topic's partition count.
+
+    An existing topic with fewer partitions than configured is reported, not altered: the
+    session-to-partition mapping (and so every worker's state) depends on it.
+    """
+    wanted = list(specs) if specs is not None else topic_specs(settings).all()
+    admin = make_admin(settings)
+    await admin.start()
+    try:
+        existing = await _partition_counts(admin, [s.name for s in wanted])
+        missing = [s for s in wanted if s.name not in existing]
+        if missing:
+            new = [NewTopic(s.name, s.partitions, s.replication, topic_configs=dict(s.config)) for s in missing]
+            with contextlib.suppress(TopicAlreadyExistsError):  # a concurrent creator won the race
+                await admin.create_topics(new)
+            for spec in missing:
+                log.info("created topic %s (%d partitions)", spec.name, spec.partitions)
+            existing = await _partition_counts(admin, [s.name for s in wanted])
+        for spec in wanted:
+            have = existing.get(spec.name)
+            if have is None:
+                raise TopicMismatch(f"topic {spec.name!r} could not be created")
+            if have != spec.partitions:
+                log.warning("topic %s has %d partitions, settings ask for %d; using %d",
+                            spec.name, have, spec.partitions, have)
+        return existing
+    finally:
+        await admin.close()
+
+
+async def _partition_counts(admin: Any, names: list[str]) -> dict[str, int]:
+    answer = await admin.describe_topics(names)
+    counts: dict[str, int] = {}
+    for topic in answer:
+        if int(topic.get("error_code", 0)) != 0:
+            continue
+        counts[str(topic["topic"])] = len(topic.get("partitions", []))
+    return counts
+
+
+async def partition_count(settings: Settings, topic: str) -> int | None:
+    admin = make_admin(settings)
+    await admin.start()
+    try:
+        return (await _partition_counts(admin, [topic])).get(topic)
+    finally:
+        await admin.close()
