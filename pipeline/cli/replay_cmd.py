@@ -1,0 +1,231 @@
+"""``volunteer replay``: a transcript of Turn records through the worker's per-session logic, in-process.
+
+No broker, no database writes: each session gets its own :class:`SessionState` and every turn goes
+through :func:`pipeline.core.session.step`, exactly as the stream worker does it. Handy for tuning
+options on a recorded transcript and for checking what the worker will volunteer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import IO
+
+import click
+import orjson
+
+from pipeline.cli.context_cmd import brain_options, load_brain, number_option, settings_or_fail
+from pipeline.core.brain import BrainIndex
+from pipeline.core.render import format_page
+from pipeline.core.session import DecisionOptions, SessionState, step
+from pipeline.core.types import ARMS, VolunteeredPage
+from topics.records import InvalidRecord, decode_turn
+
+PageSink = Callable[[str, int, VolunteeredPage], None]
+ErrorSink = Callable[[int, InvalidRecord], None]
+
+
+@dataclass
+class ReplaySummary:
+    """What a replay did: counts of lines, turns, sessions and pages per arm."""
+
+    lines: int = 0
+    turns: int = 0
+    blank: int = 0
+    duplicates: int = 0
+    bad: int = 0
+    sessions: int = 0
+    pages_by_arm: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def pages(self) -> int:
+        return sum(self.pages_by_arm.values())
+
+    def render(self) -> str:
+        lines = [
+            f"replayed {self.turns} turn(s) in {self.sessions} session(s)"
+            f" — {self.duplicates} duplicate(s) ignored, {self.blank} blank, {self.bad} bad line(s)",
+            f"volunteered {self.pages} page(s)" + (":" if self.pages else ""),
+        ]
+        for arm in ARMS:
+            if self.pages_by_arm[arm]:
+                lines.append(f"  {arm:<14} {self.pages_by_arm[arm]}")
+        return "\n".join(lines) + "\n"
+
+
+def replay_lines(
+    lines: Iterable[bytes],
+    brain: BrainIndex,
+    *,
+    options: DecisionOptions,
+    default_source: str = "default",
+    max_text_bytes: int = 5_000_000,
+    on_page: PageSink | None = None,
+    on_error: ErrorSink | None = None,
+) -> ReplaySummary:
+    """Run JSON-line Turn records through per-session :func:`step`, in file order."""
+    summary = ReplaySummary()
+    states: dict[str, SessionState] = {}
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        summary.lines += 1
+        try:
+            turn = decode_turn(raw, max_text_bytes=max_text_bytes)
+        except InvalidRecord as exc:
+            summary.bad += 1
+            if on_error is not None:
+                on_error(lineno, exc)
+            continue
+        if turn is None:
+            summary.blank += 1
+            continue
+        state = states.get(turn.session_id)
+        if state is None:
+            state = states[turn.session_id] = SessionState()
+        result = step(
+            state,
+            turn.role,
+            turn.text,
+            brain,
+            source_id=turn.source_id or default_source,
+            options=options,
+            turn_no=turn.turn,
+            now_ms=turn.ts_ms,
+        )
+        if result.duplicate:
+            summary.duplicates += 1
+            continue
+        if result.skipped:
+            summary.blank += 1
+            continue
+        summary.turns += 1
+        for page in result.pages:
+            summary.pages_by_arm[page.arm] += 1
+            if on_page is not None:
+                on_page(turn.session_id, result.turn, page)
+    summary.sessions = len(states)
+    return summary
+
+
+def page_json(session_id: str, turn: int, page: VolunteeredPage) -> bytes:
+    """One ``--json`` line: session, turn, then the volunteered page in the reference's key order."""
+    return orjson.dumps({"session_id": session_id, "turn": turn, **page.to_dict()}) + b"\n"
+
+
+def _with_progress(stream: IO[bytes], enabled: bool) -> Iterator[bytes]:
+    """Yield the lines of ``stream``; on a terminal, show a transient progress bar on stderr."""
+    if not enabled:
+        yield from stream
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    total: int | None = None
+    try:
+        if stream.seekable():
+            total = os.fstat(stream.fileno()).st_size or None
+    except (OSError, ValueError):
+        total = None
+    columns = [TextColumn("replaying"), BarColumn(), DownloadColumn(), TimeRemainingColumn()]
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("replay", total=total)
+        pending = 0
+        for raw in stream:
+            pending += len(raw)
+            if pending >= 1 << 16:
+                progress.advance(task, pending)
+                pending = 0
+            yield raw
+        progress.advance(task, pending)
+
+
+@click.command(name="replay")
+@click.argument("file", type=click.File("rb"), metavar="FILE")
+@brain_options
+@click.option("--window-turns", metavar="N", help="Rolling window per session (default 4; clamped to 1-64, fractions floor).")
+@click.option("--max-pages", metavar="N", help="Pages per turn, 1-5 (default 3; below 1 means 3).")
+@click.option("--min-confidence", metavar="X", help="Confidence gate in [0, 1] (default 0.7; out of range means 0.7).")
+@click.option("--source", metavar="ID", help="Brain source for records that do not name one (default: default).")
+@click.option("--no-lexical-arms", is_flag=True, help="Turn off the weak-alias, surname and CJK arms.")
+@click.option("--exclude-slug-prefix", "exclude_prefixes", multiple=True, metavar="PREFIX", help="Never volunteer slugs starting with PREFIX; repeatable.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON line per volunteered page instead of the report.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: only on a terminal).")
+def replay(
+    file: IO[bytes],
+    brain_dir: str | None,
+    database_url: str | None,
+    window_turns: str | None,
+    max_pages: str | None,
+    min_confidence: str | None,
+    source: str | None,
+    no_lexical_arms: bool,
+    exclude_prefixes: tuple[str, ...],
+    as_json: bool,
+    progress: bool | None,
+) -> None:
+    """Replay a transcript of Turn records (JSON lines; FILE, or - for stdin) per session.
+
+    Each line is a Turn record as on the 'turns' topic: {"session_id", "role", "text", "turn"?,
+    "ts"?, "source_id"?, "channel"?}. Sessions are independent; within a session, turns go through
+    the same rolling window, session dedupe and gate as the worker (gbrain 'watch' semantics). A
+    turn number at or below the last one seen for its session is a duplicate and is ignored. A bad
+    line is reported on stderr with its line number and skipped.
+
+    \b
+    Examples:
+      volunteer replay pipeline/samples/transcript.jsonl --brain pipeline/samples/brain
+      volunteer replay turns.jsonl --brain DIR --window-turns 8 --min-confidence 0.6 --json
+      cat turns.jsonl | volunteer replay - --database-url postgresql://...
+
+    \b
+    --json line: {"session_id", "turn", "slug", "source_id", "display", "confidence", "arm",
+                  "rationale", "synopsis"}
+
+    Exit status: 0 when at least one line was a usable Turn record (or the input was empty),
+    1 when none was, 2 for a bad command line.
+    """
+    settings = settings_or_fail()
+    options = DecisionOptions(
+        window_turns=number_option(window_turns) if window_turns is not None else settings.window_turns,
+        max_pages=number_option(max_pages) if max_pages is not None else settings.max_pages,
+        min_confidence=number_option(min_confidence) if min_confidence is not None else settings.min_confidence,
+        lexical_arms=settings.lexical_arms and not no_lexical_arms,
+        exclude_slug_prefixes=tuple(exclude_prefixes) or tuple(settings.exclude_slug_prefixes),
+    )
+    brain = load_brain(brain_dir, database_url, None)
+    if file is sys.stdin.buffer and sys.stdin.isatty():
+        click.echo("reading Turn records from the terminal; end with Ctrl-D", err=True)
+
+    out = sys.stdout.buffer
+    if progress is None:
+        progress = sys.stderr.isatty() and not (as_json and not sys.stdout.isatty())
+
+    def on_page(session_id: str, turn: int, page: VolunteeredPage) -> None:
+        if as_json:
+            out.write(page_json(session_id, turn, page))
+        else:
+            out.write(f"[{session_id} turn {turn}] {format_page(page)}\n".encode())
+
+    def on_error(lineno: int, exc: InvalidRecord) -> None:
+        click.echo(f"line {lineno}: {exc.code}: {exc.message}", err=True)
+
+    summary = replay_lines(
+        _with_progress(file, progress),
+        brain,
+        options=options,
+        default_source=source or settings.source,
+        max_text_bytes=settings.max_text_bytes,
+        on_page=on_page,
+        on_error=on_error,
+    )
+    if not as_json:
+        if summary.pages:
+            out.write(b"\n")
+        out.write(summary.render().encode())
+    out.flush()
+    if summary.lines and summary.lines == summary.bad:
+        raise click.ClickException(f"none of the {summary.lines} line(s) was a usable Turn record")
