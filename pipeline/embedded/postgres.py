@@ -26,6 +26,8 @@ from types import TracebackType
 PREFERRED_MAJOR = 15
 SERVER_USER = "postgres"
 DATABASE = "postgres"
+SYSTEM_ROOT = Path("/usr/lib/postgresql")
+"""Where Debian installs each major version's server programs (``<major>/bin``)."""
 THROWAWAY_OPTIONS = ("-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off")
 
 
@@ -50,7 +52,7 @@ def find_bin_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     if env:
         candidates.append(Path(env))
     debian = sorted(
-        Path("/usr/lib/postgresql").glob("*/bin"),
+        SYSTEM_ROOT.glob("*/bin"),
         key=lambda p: (p.parent.name != str(PREFERRED_MAJOR), -_major(p.parent.name)),
     )
     candidates.extend(debian)

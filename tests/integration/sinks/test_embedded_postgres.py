@@ -1,0 +1,98 @@
+"""The embedded PostgreSQL: outages keep data, a given data dir persists, missing binaries are explained."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pipeline.embedded import postgres as embedded
+from pipeline.embedded.postgres import EmbeddedPostgres, EmbeddedPostgresError, PostgresNotFound
+
+pytestmark = pytest.mark.integration
+
+
+def _one(url: str, query: str) -> object:
+    with psycopg.connect(url, connect_timeout=5) as conn:
+        row = conn.execute(query).fetchone()
+        return row[0] if row else None
+
+
+def test_stop_and_start_keep_data_and_url(embedded_postgres: EmbeddedPostgres) -> None:
+    url = embedded_postgres.url
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS outage_probe")
+        conn.execute("CREATE TABLE outage_probe (v int)")
+        conn.execute("INSERT INTO outage_probe VALUES (42)")
+    embedded_postgres.stop()
+    assert not embedded_postgres.running
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(url, connect_timeout=2)
+    embedded_postgres.start()
+    assert embedded_postgres.url == url
+    assert _one(url, "SELECT v FROM outage_probe") == 42
+    embedded_postgres.restart()
+    assert _one(url, "SELECT v FROM outage_probe") == 42
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE outage_probe")
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    # not pytest's tmp_path: as root the server runs as 'postgres', which cannot enter /tmp/pytest-of-root
+    path = Path(tempfile.mkdtemp(prefix="volunteer-pg-test-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_given_data_dir_survives_close_and_restart_without_data_empties(data_dir: Path) -> None:
+    with EmbeddedPostgres(data_dir) as pg:
+        assert pg.durable
+        assert pg.url.startswith("postgresql://postgres@127.0.0.1:")
+        assert _one(pg.url, "SHOW fsync") == "on"  # a user's data dir is never run without fsync
+        with psycopg.connect(pg.url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE kept (v text)")
+            conn.execute("INSERT INTO kept VALUES ('still here')")
+    assert (data_dir / "data" / "PG_VERSION").is_file()
+    again = EmbeddedPostgres(data_dir)
+    try:
+        again.start()
+        assert _one(again.url, "SELECT v FROM kept") == "still here"
+        again.restart(keep_data=False)
+        assert _one(again.url, "SELECT to_regclass('kept') IS NULL") is True
+    finally:
+        again.close()
+    assert data_dir.is_dir()  # a given directory is never deleted
+
+
+def test_throwaway_cluster_is_fast_and_removed() -> None:
+    pg = EmbeddedPostgres()
+    pg.start()
+    try:
+        root = pg.root
+        assert _one(pg.url, "SHOW fsync") == "off"
+        assert _one(pg.url, "SHOW listen_addresses") == "127.0.0.1"
+        assert _one(pg.url, "SELECT current_setting('server_version_num')::int / 10000") == 15
+    finally:
+        pg.close()
+    assert not root.exists()
+
+
+def test_fixed_port_in_use_is_a_clear_error(embedded_postgres: EmbeddedPostgres, data_dir: Path) -> None:
+    clash = EmbeddedPostgres(data_dir, port=embedded_postgres.port)
+    with pytest.raises(EmbeddedPostgresError, match="did not start"):
+        clash.start()
+    clash.close()
+
+
+def test_missing_binaries_say_what_to_do(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(embedded, "SYSTEM_ROOT", tmp_path)
+    monkeypatch.setattr(embedded.shutil, "which", lambda _name: None)
+    monkeypatch.delenv("VOLUNTEER_PG_BIN", raising=False)
+    with pytest.raises(PostgresNotFound) as info:
+        EmbeddedPostgres()
+    assert "install postgresql-15" in str(info.value) and "VOLUNTEER_DATABASE_URL" in str(info.value)
