@@ -169,11 +169,14 @@ def replay(
 ) -> None:
     """Replay a transcript of Turn records (JSON lines; FILE, or - for stdin) per session.
 
-    Each line is a Turn record as on the 'turns' topic: {"session_id", "role", "text", "turn"?,
-    "ts"?, "source_id"?, "channel"?}. Sessions are independent; within a session, turns go through
-    the same rolling window, session dedupe and gate as the worker (gbrain 'watch' semantics). A
-    turn number at or below the last one seen for its session is a duplicate and is ignored. A bad
-    line is reported on stderr with its line number and skipped.
+    \b
+    Each line is a Turn record, as on the 'turns' topic:
+      {"session_id", "role", "text", "turn"?, "ts"?, "source_id"?, "channel"?}
+
+    Sessions are independent; within a session, turns go through the same rolling window, session
+    dedupe and gate as the worker (gbrain 'watch' semantics). A turn number at or below the last
+    one seen for its session is a duplicate and is ignored. A bad line is reported on stderr with
+    its line number and skipped.
 
     \b
     Examples:
