@@ -1,0 +1,1 @@
+"""Faust agents of the worker and their batch logic."""

@@ -1,0 +1,93 @@
+"""The worker's brain: loaded before the stream starts, reloaded in a thread when PostgreSQL changes.
+
+The window agent reads :attr:`BrainHolder.index` once per batch; a reload builds a complete new
+index off the event loop and replaces the attribute in one assignment, so a batch always sees one
+consistent brain and the stream never waits for a reload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import psycopg
+
+from pipeline.braindir import load_brain_dir
+from pipeline.core.brain import BrainIndex
+
+log = logging.getLogger(__name__)
+
+
+class BrainLoadError(RuntimeError):
+    """The brain could not be loaded at start (a worker without a brain is useless)."""
+
+
+class BrainHolder:
+    """The current :class:`BrainIndex` and where it comes from (a directory or PostgreSQL)."""
+
+    def __init__(self, index: BrainIndex, *, version: str | None = None, database_url: str | None = None,
+                 source_ids: Sequence[str] | None = None, origin: str = "") -> None:
+        self.index = index
+        self.version = version
+        self.database_url = database_url
+        self.source_ids = list(source_ids) if source_ids is not None else None
+        self.origin = origin
+        self.reloads = 0
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def from_directory(cls, path: str | Path) -> BrainHolder:
+        try:
+            index = load_brain_dir(path)
+        except (OSError, ValueError) as exc:
+            raise BrainLoadError(f"cannot load the brain directory {path}: {exc}") from None
+        return cls(index, origin=f"directory {path}")
+
+    @classmethod
+    def from_database(cls, database_url: str, source_ids: Sequence[str] | None = None) -> BrainHolder:
+        from sinks.brain_pg import load_brain_snapshot
+        from sinks.db import redact
+
+        try:
+            snap = load_brain_snapshot(database_url, source_ids)
+        except (psycopg.Error, OSError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BrainLoadError(f"cannot load the brain from {redact(database_url)}: {first}") from None
+        log.info("brain loaded from PostgreSQL: %d pages, %d alias rows, version %s, %.2fs",
+                 snap.pages, snap.alias_rows, snap.version, snap.load_seconds)
+        return cls(snap.index, version=snap.version, database_url=database_url, source_ids=source_ids,
+                   origin="postgresql")
+
+    @property
+    def refreshable(self) -> bool:
+        return self.database_url is not None
+
+    async def refresh(self) -> bool:
+        """Poll the brain version; on a change load the new brain in a thread and swap it in.
+
+        Returns True when a new brain was installed. Errors keep the current brain (logged).
+        """
+        if self.database_url is None:
+            return False
+        from sinks.brain_pg import brain_version, load_brain_snapshot
+
+        async with self._lock:
+            url = self.database_url
+            try:
+                version = await asyncio.to_thread(brain_version, url)
+                if version == self.version:
+                    return False
+                started = time.monotonic()
+                snap = await asyncio.to_thread(load_brain_snapshot, url, self.source_ids)
+            except (psycopg.Error, OSError) as exc:
+                log.warning("brain refresh failed, keeping the loaded brain: %s", str(exc).strip()[:200])
+                return False
+            self.index = snap.index  # one assignment: the next batch sees the new brain
+            self.version = snap.version
+            self.reloads += 1
+            log.info("brain reloaded: %d pages, %d alias rows, version %s, %.2fs",
+                     snap.pages, snap.alias_rows, snap.version, time.monotonic() - started)
+            return True

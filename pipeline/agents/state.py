@@ -1,0 +1,106 @@
+"""What the window agent keeps per session in its changelog-backed table, and that table.
+
+A table value is a fixed 19-byte header followed by the core's ``SessionState.to_bytes()``:
+
+- the source partition and offset of the last ``turns`` record applied to the state, so a record
+  redelivered after the state was saved is recognised even when it carries no turn number (the
+  agent saves state only after that record's outputs were delivered, so skipping it loses nothing);
+- the last activity time (ms), so the idle-session sweep reads 19 bytes, not the whole state.
+
+:class:`SessionTable` is a Faust table whose writes name their partition explicitly: the window
+agent writes a whole batch at once (one write per session), outside Faust's per-event context,
+and the idle sweep deletes from a timer, where Faust cannot know the partition.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import faust
+
+from pipeline.core.session import SessionState
+
+_HEADER = struct.Struct(">BHqq")  # version, partition, offset, last activity ms
+HEADER_SIZE = _HEADER.size
+_VERSION = 1
+NO_OFFSET = -1
+
+
+class CorruptState(ValueError):
+    """A table value that cannot be decoded."""
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    """A session's table value, decoded."""
+
+    state: SessionState = field(default_factory=SessionState)
+    partition: int = 0
+    offset: int = NO_OFFSET
+    last_activity_ms: int = 0
+
+    def to_bytes(self) -> bytes:
+        return _HEADER.pack(_VERSION, self.partition, self.offset, self.last_activity_ms) + self.state.to_bytes()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SessionRecord:
+        partition, offset, activity = read_header(data)
+        try:
+            state = SessionState.from_bytes(data[HEADER_SIZE:])
+        except ValueError as exc:
+            raise CorruptState(str(exc)) from None
+        return cls(state, partition, offset, activity)
+
+    def already_applied(self, partition: int, offset: int) -> bool:
+        """True for a record at or before the last one applied from the same partition."""
+        return partition == self.partition and offset <= self.offset
+
+
+def read_header(data: bytes) -> tuple[int, int, int]:
+    """``(partition, offset, last_activity_ms)`` without decoding the state."""
+    if len(data) < HEADER_SIZE:
+        raise CorruptState(f"session value of {len(data)} bytes is shorter than its header")
+    version, partition, offset, activity = _HEADER.unpack_from(data)
+    if version != _VERSION:
+        raise CorruptState(f"unknown session value version {version}")
+    return int(partition), int(offset), int(activity)
+
+
+class SessionTable(faust.Table[bytes, bytes]):
+    """A Faust table of raw bytes whose writes go to an explicitly named changelog partition."""
+
+    _explicit_partition: int | None = None
+
+    def partition_for_key(self, key: Any) -> int | None:
+        if self._explicit_partition is not None:
+            return self._explicit_partition
+        result: int | None = super().partition_for_key(key)
+        return result
+
+    def set_in_partition(self, key: bytes, value: bytes, partition: int) -> None:
+        """``table[key] = value`` with the changelog record going to ``partition``."""
+        self._explicit_partition = partition
+        try:
+            self[key] = value
+        finally:
+            self._explicit_partition = None
+        self._track(key, partition)
+
+    def delete_in_partition(self, key: bytes, partition: int) -> None:
+        self._explicit_partition = partition
+        try:
+            del self[key]
+        finally:
+            self._explicit_partition = None
+        tracked = getattr(self.data, "_key_partition", None)
+        if isinstance(tracked, dict):
+            tracked.pop(key, None)
+
+    def _track(self, key: bytes, partition: int) -> None:
+        # The memory store forgets keys of revoked partitions after a rebalance only if it knows
+        # their partition; it learns that from recovery, so tell it about locally written keys too.
+        tracked = getattr(self.data, "_key_partition", None)
+        if isinstance(tracked, dict):
+            tracked[key] = partition

@@ -1,0 +1,148 @@
+"""The window agent's batch logic: ``turns`` records -> per-session ``step`` -> Volunteered / dead letters.
+
+Kept apart from Faust so it can be read (and reasoned about) on its own; the Faust wiring is in
+:mod:`pipeline.agents.wiring`. One batch is processed in three phases, in this order, which is what
+makes a crash at any point safe (design.md, "Crash consistency"):
+
+1. decide: every record is decoded and stepped against its session's state (loaded once per
+   batch); nothing is written yet;
+2. publish: all Volunteered records and dead letters of the batch are sent and their delivery
+   awaited;
+3. save: one table write per session touched, then the records are acknowledged.
+
+If the worker dies before 3, the saved state predates the batch and reprocessing emits the same
+events (same ``event_id``; the sink ignores repeats). If it dies after 3 but before the offsets are
+committed, every redelivered record is at or before the offset saved with its session and is
+skipped: its outputs were delivered in 2. Records never crash the agent: anything that cannot be
+processed becomes a dead letter with a reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pipeline.agents.state import CorruptState, SessionRecord
+from pipeline.core.brain import BrainIndex
+from pipeline.core.session import DecisionOptions, step
+from pipeline.settings import Settings
+from topics.records import DeadLetter, InvalidRecord, Volunteered, decode_turn, event_id_for, rfc3339_ms
+
+log = logging.getLogger(__name__)
+
+WINDOW_BATCH_MAX = 1000
+"""Most turns the window agent takes at once (it takes what arrived within ``sink_flush_seconds``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InRecord:
+    """One consumed ``turns`` record, as raw as it came."""
+
+    key: bytes | None
+    value: bytes | None
+    partition: int
+    offset: int
+
+
+@dataclass(slots=True)
+class BatchOutput:
+    """What one batch produces: records to publish, then session states to save."""
+
+    volunteered: list[tuple[bytes, bytes]] = field(default_factory=list)  # (key, value)
+    dead: list[tuple[bytes | None, bytes]] = field(default_factory=list)  # (original key, dead letter)
+    states: dict[bytes, SessionRecord] = field(default_factory=dict)  # session key -> new record
+    turns: int = 0
+    skipped: int = 0  # blank turns, redeliveries already applied
+
+
+def decision_options(settings: Settings) -> DecisionOptions:
+    return DecisionOptions(
+        window_turns=settings.window_turns,
+        max_pages=settings.max_pages,
+        min_confidence=settings.min_confidence,
+        lexical_arms=settings.lexical_arms,
+        exclude_slug_prefixes=tuple(settings.exclude_slug_prefixes),
+    )
+
+
+class WindowProcessor:
+    """Turns a batch of ``turns`` records into outputs; holds no state between batches."""
+
+    def __init__(self, settings: Settings, options: DecisionOptions | None = None) -> None:
+        self.topic = settings.topic_turns
+        self.default_source = settings.source
+        self.default_channel = settings.channel
+        self.max_text_bytes = settings.max_text_bytes
+        self.max_session_id_chars = settings.max_session_id_chars
+        self.options = options if options is not None else decision_options(settings)
+
+    def _dead(self, out: BatchOutput, rec: InRecord, code: str, message: str, now_ms: int) -> None:
+        letter = DeadLetter.build(key=rec.key, value=rec.value, topic=self.topic, partition=rec.partition,
+                                  offset=rec.offset, error=code, message=message, now_ms=now_ms)
+        out.dead.append((rec.key, letter.to_json()))
+
+    def process(self, records: Sequence[InRecord], brain: BrainIndex, load: Callable[[bytes], bytes | None],
+                now_ms: int) -> BatchOutput:
+        """Phase 1 for a batch. ``load(key)`` returns the saved table value of a session, or None."""
+        out = BatchOutput()
+        states = out.states
+        for rec in records:
+            if rec.key is None:
+                self._dead(out, rec, "missing_key", "record has no key; the key must be the session id", now_ms)
+                continue
+            try:
+                turn = decode_turn(rec.value, rec.key, max_text_bytes=self.max_text_bytes,
+                                   max_session_id_chars=self.max_session_id_chars)
+            except InvalidRecord as exc:
+                self._dead(out, rec, exc.code, exc.message, now_ms)
+                continue
+            if turn is None:  # blank text: not a turn, nothing to do
+                out.skipped += 1
+                continue
+            session = states.get(rec.key)
+            if session is None:
+                session = self._load(rec.key, load)
+                states[rec.key] = session
+            if session.already_applied(rec.partition, rec.offset):
+                out.skipped += 1
+                continue
+            source = turn.source_id or self.default_source
+            channel = turn.channel or self.default_channel
+            try:
+                result = step(session.state, turn.role, turn.text, brain, source_id=source, options=self.options,
+                              turn_no=turn.turn, now_ms=now_ms)
+            except Exception as exc:  # a bug in the core must not stop the stream: dead-letter the turn
+                log.exception("processing failed for a turn of session %r", turn.session_id)
+                self._dead(out, rec, "processing_error", f"{type(exc).__name__}: {exc}"[:500], now_ms)
+                continue
+            session.partition = rec.partition
+            session.offset = rec.offset
+            session.last_activity_ms = now_ms
+            if result.skipped:
+                out.skipped += 1
+                continue
+            out.turns += 1
+            if not result.pages:
+                continue
+            at = rfc3339_ms(turn.ts_ms if turn.ts_ms is not None else now_ms)
+            for page in result.pages:
+                event = Volunteered(
+                    event_id=event_id_for(turn.session_id, result.turn, page.source_id, page.slug, channel),
+                    session_id=turn.session_id, turn=result.turn, slug=page.slug, source_id=page.source_id,
+                    display=page.display, confidence=page.confidence, arm=page.arm, rationale=page.rationale,
+                    synopsis=page.synopsis, channel=channel, volunteered_at=at,
+                )
+                out.volunteered.append((rec.key, event.to_json()))
+        return out
+
+    @staticmethod
+    def _load(key: bytes, load: Callable[[bytes], bytes | None]) -> SessionRecord:
+        raw = load(key)
+        if raw is None:
+            return SessionRecord()
+        try:
+            return SessionRecord.from_bytes(raw)
+        except CorruptState as exc:
+            log.error("session %r has an unreadable saved state (%s); starting it afresh", key[:80], exc)
+            return SessionRecord()

@@ -1,0 +1,193 @@
+"""The Faust side of the agents: consume, batch, publish, save, acknowledge; plus the timers.
+
+- window agent (``turns``): batches via ``noack_take`` and acknowledges only after the batch's
+  outputs are delivered and its states saved (the order is explained in :mod:`pipeline.agents.window`);
+- sink agent (``volunteered``): batches of up to ``sink_batch_size`` within ``sink_flush_seconds``,
+  acknowledged only after the rows are committed;
+- idle-session sweep, brain refresh (every ``brain_refresh_seconds``), leader-only purge
+  (``purge_cron``), and a progress line every 30 s at INFO (nothing is logged per event).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pipeline.agents.expiry import is_idle, sweep_interval
+from pipeline.agents.window import WINDOW_BATCH_MAX, BatchOutput, InRecord
+
+if TYPE_CHECKING:
+    from pipeline.app import StreamApp
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY_S = 30.0
+MAX_BACKOFF_S = 5.0
+SWEEP_CHUNK = 5000
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _records(events: Sequence[Any]) -> list[InRecord]:
+    out = []
+    for event in events:
+        msg = event.message
+        out.append(InRecord(msg.key, msg.value, msg.partition, msg.offset))
+    return out
+
+
+async def publish(ctx: StreamApp, topic: str, items: Sequence[tuple[bytes | None, bytes]]) -> None:
+    """Send and wait until the broker has every record (raises on a send failure)."""
+    if not items:
+        return
+    producer = ctx.app.producer
+    futures = [await producer.send(topic, key, value, None, None, None) for key, value in items]
+    await asyncio.gather(*futures)
+
+
+async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> BatchOutput:
+    """Decide, publish, save: retried as a whole (from the saved states) until the broker takes it."""
+    backoff = 0.05
+    while True:
+        table = ctx.table
+        out = ctx.processor.process(records, ctx.brain.index, table.get, now_ms())
+        try:
+            await publish(ctx, ctx.settings.topic_volunteered, out.volunteered)
+            await publish(ctx, ctx.settings.topic_dlq, out.dead)
+        except Exception as exc:  # broker trouble: nothing saved yet, so retrying is exact
+            if ctx.app.should_stop:
+                raise
+            log.warning("publishing a batch failed (%s); retrying in %.2fs", exc, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+            continue
+        owned = ctx.assigned_partitions(ctx.settings.topic_turns)
+        for key, record in out.states.items():
+            # A partition revoked during this batch belongs to another worker now; its new owner
+            # reprocesses these records from the saved state and emits the same events.
+            if record.partition in owned:
+                table.set_in_partition(key, record.to_bytes(), record.partition)
+        counters = ctx.counters
+        counters.turns += out.turns
+        counters.skipped += out.skipped
+        counters.volunteered += len(out.volunteered)
+        counters.dead_letters += len(out.dead)
+        return out
+
+
+def register_window_agent(ctx: StreamApp) -> None:
+    settings = ctx.settings
+
+    @ctx.app.agent(ctx.turns_topic, name="volunteer-window")
+    async def window_agent(stream: Any) -> None:
+        async for events in stream.noack_take(WINDOW_BATCH_MAX, within=settings.sink_flush_seconds):
+            await handle_window_batch(ctx, _records(events))
+            for event in events:
+                await stream.ack(event)
+
+
+def register_sink_agent(ctx: StreamApp) -> None:
+    settings = ctx.settings
+
+    @ctx.app.agent(ctx.volunteered_topic, name="volunteer-sink")
+    async def sink_agent(stream: Any) -> None:
+        async for events in stream.noack_take(settings.sink_batch_size, within=settings.sink_flush_seconds):
+            records = _records(events)
+            result = await ctx.writer.write(records, now_ms(), should_stop=lambda: bool(ctx.app.should_stop))
+            if result.attempts < 0:
+                return  # stopping while the database is down: acknowledge nothing
+            backoff = 0.05
+            while result.dead:
+                try:
+                    await publish(ctx, settings.topic_dlq, result.dead)
+                    break
+                except Exception as exc:
+                    if ctx.app.should_stop:
+                        return
+                    log.warning("dead-lettering failed (%s); retrying", exc)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF_S)
+            ctx.counters.rows += result.inserted
+            ctx.counters.dead_letters += len(result.dead)
+            for event in events:
+                await stream.ack(event)
+
+
+def register_timers(ctx: StreamApp) -> None:
+    app, settings = ctx.app, ctx.settings
+
+    @app.timer(sweep_interval(settings.session_idle_seconds), name="volunteer-expire-sessions")
+    async def expire_sessions() -> None:
+        await sweep_idle_sessions(ctx)
+
+    if ctx.brain.refreshable:
+        @app.timer(settings.brain_refresh_seconds, name="volunteer-brain-refresh")
+        async def refresh_brain() -> None:
+            await ctx.brain.refresh()
+
+    @app.crontab(settings.purge_cron, on_leader=True, timezone=ctx.app.conf.timezone)
+    async def purge_old_events() -> None:
+        await run_purge(ctx)
+
+    last: list[tuple[int, ...]] = [ctx.counters.snapshot()]
+
+    @app.timer(PROGRESS_EVERY_S, name="volunteer-progress")
+    async def progress() -> None:
+        snap = ctx.counters.snapshot()
+        if snap != last[0]:
+            last[0] = snap
+            c = ctx.counters
+            log.info("progress: %d turns, %d pages volunteered, %d rows written, %d dead letters, "
+                     "%d skipped, %d sessions expired", c.turns, c.volunteered, c.rows, c.dead_letters,
+                     c.skipped, c.expired)
+
+
+async def sweep_idle_sessions(ctx: StreamApp) -> int:
+    """Delete sessions idle longer than ``session_idle_seconds`` from partitions owned here."""
+    owned = ctx.assigned_partitions(ctx.settings.topic_turns)
+    if not owned:
+        return 0
+    cutoff = now_ms() - int(ctx.settings.session_idle_seconds * 1000)
+    store = ctx.table.data
+    keys = list(store.keys())
+    deleted = 0
+    for start in range(0, len(keys), SWEEP_CHUNK):
+        for key in keys[start:start + SWEEP_CHUNK]:
+            value = store.get(key)
+            if value is None:
+                continue
+            partition = is_idle(value, cutoff, owned)
+            if partition is not None:
+                ctx.table.delete_in_partition(key, partition)
+                deleted += 1
+        await asyncio.sleep(0)  # let the stream run between chunks
+    if deleted:
+        ctx.counters.expired += deleted
+        log.info("expired %d idle sessions", deleted)
+    return deleted
+
+
+async def run_purge(ctx: StreamApp) -> int:
+    from sinks.purge import purge_events_async
+
+    settings = ctx.settings
+    try:
+        deleted = await purge_events_async(settings.database_url, settings.purge_retention_days,
+                                           settings.purge_batch_size)
+    except Exception as exc:
+        log.warning("purge failed: %s", str(exc).strip()[:200])
+        return 0
+    ctx.counters.purged += deleted
+    log.info("purge: deleted %d events older than %g days", deleted, settings.purge_retention_days)
+    return deleted
+
+
+def register_all(ctx: StreamApp) -> None:
+    register_window_agent(ctx)
+    register_sink_agent(ctx)
+    register_timers(ctx)

@@ -1,0 +1,122 @@
+"""The Faust app of a worker: topics, the per-session table and the agents, built from :class:`Settings`.
+
+``StreamApp(settings, brain)`` declares everything; ``pipeline.worker.run_worker`` runs it. The app
+is built per process (no module-level singleton) so a test or the demo can build one with its own
+settings. On a ``tansu://`` broker the quirk handling of :mod:`pipeline.embedded.tansu_quirks` is
+switched on here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+import faust
+
+from pipeline.agents.brain import BrainHolder
+from pipeline.agents.sink import EventWriter
+from pipeline.agents.state import SessionTable
+from pipeline.agents.window import WindowProcessor, decision_options
+from pipeline.core.session import DecisionOptions
+from pipeline.embedded import tansu_quirks
+from pipeline.settings import EMBEDDED_BROKER_SCHEME, Settings
+from topics.clients import faust_credentials
+from topics.definitions import RAW
+
+log = logging.getLogger(__name__)
+
+SESSION_TABLE = "sessions"
+
+
+@dataclass
+class Counters:
+    """Running totals for the periodic progress line (never logged per event)."""
+
+    turns: int = 0
+    skipped: int = 0
+    volunteered: int = 0
+    dead_letters: int = 0
+    rows: int = 0
+    expired: int = 0
+    purged: int = 0
+
+    def snapshot(self) -> tuple[int, ...]:
+        return (self.turns, self.skipped, self.volunteered, self.dead_letters, self.rows, self.expired, self.purged)
+
+
+def faust_broker_urls(settings: Settings) -> list[str]:
+    scheme = EMBEDDED_BROKER_SCHEME if settings.broker_is_embedded else "kafka"
+    return [f"{scheme}://{server}" for server in settings.bootstrap_servers]
+
+
+class StreamApp:
+    """One worker's Faust app and everything its agents share."""
+
+    def __init__(self, settings: Settings, brain: BrainHolder, *, options: DecisionOptions | None = None,
+                 partitions: int | None = None, web_enabled: bool = False, web_port: int | None = None) -> None:
+        self.settings = settings
+        self.brain = brain
+        self.options = options if options is not None else decision_options(settings)
+        self.partitions = partitions or settings.topic_partitions
+        self.counters = Counters()
+        self.started_monotonic = time.monotonic()
+        if settings.broker_is_embedded:
+            tansu_quirks.install()
+        datadir = Path(settings.data_dir) / settings.app_id
+        datadir.parent.mkdir(parents=True, exist_ok=True)
+        conf: dict[str, Any] = {
+            "broker": faust_broker_urls(settings),
+            "store": "memory://",
+            "datadir": str(datadir),
+            "autodiscover": False,
+            "topic_partitions": self.partitions,
+            "topic_replication_factor": settings.topic_replication,
+            # Standbys would double the changelog traffic on two cores; a taken-over partition is
+            # recovered from its changelog instead.
+            "table_standby_replicas": 0,
+            "consumer_auto_offset_reset": "earliest",
+            "processing_guarantee": "at_least_once",
+            "web_enabled": web_enabled,
+            "web_bind": "127.0.0.1",
+            "web_host": "127.0.0.1",
+            "producer_linger_ms": 1,
+            "timezone": UTC,
+        }
+        if web_enabled:
+            conf["web_port"] = tansu_quirks.web_port_for(settings, web_port)
+        credentials = faust_credentials(settings)
+        if credentials is not None:
+            conf["broker_credentials"] = credentials
+        conf.update(tansu_quirks.faust_settings(settings))
+        self.app = faust.App(settings.app_id, **conf)
+        tansu_quirks.check_app(self.app)
+
+        self.turns_topic = self._topic(settings.topic_turns)
+        self.volunteered_topic = self._topic(settings.topic_volunteered)
+        self.dlq_topic = self._topic(settings.topic_dlq)
+        self.table = SessionTable(app=self.app, name=SESSION_TABLE, key_type=bytes, value_type=bytes,
+                                  partitions=self.partitions, beacon=self.app.tables.beacon,
+                                  help="Per-session window state (header + SessionState bytes).")
+        self.app.tables.add(self.table)
+        self.processor = WindowProcessor(settings, self.options)
+        self.writer = EventWriter(settings.database_url, settings.topic_volunteered)
+
+        from pipeline.agents import wiring
+
+        wiring.register_all(self)
+
+    def _topic(self, name: str) -> Any:
+        return self.app.topic(name, key_type=bytes, value_type=bytes, key_serializer=RAW, value_serializer=RAW,
+                              partitions=self.partitions, internal=False)
+
+    def assigned_partitions(self, topic: str) -> set[int]:
+        """Partitions of ``topic`` this worker currently owns."""
+        try:
+            assignment = self.app.consumer.assignment()
+        except Exception:
+            return set()
+        return {tp.partition for tp in assignment if tp.topic == topic}

@@ -1,0 +1,101 @@
+"""Start a worker: check the services, create the topics, load the brain, then run the Faust app.
+
+Everything that can be wrong with the set-up (broker unreachable, database unreachable or not
+migrated, bad brain directory) is found before Faust starts and reported as one
+:class:`WorkerSetupError` line, instead of as a stack trace from inside the framework.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import NoReturn
+
+import psycopg
+
+from pipeline.agents.brain import BrainHolder, BrainLoadError
+from pipeline.app import StreamApp
+from pipeline.core.session import DecisionOptions
+from pipeline.settings import Settings
+from sinks.db import redact
+
+log = logging.getLogger(__name__)
+
+SETUP_TIMEOUT_S = 20.0
+
+
+class WorkerSetupError(RuntimeError):
+    """The worker cannot start; the message says what to fix."""
+
+
+def check_database(settings: Settings) -> None:
+    """The database answers and has the events table (``volunteer migrate`` creates it)."""
+    url = settings.database_url
+    try:
+        with psycopg.connect(url, connect_timeout=10, autocommit=True) as conn:
+            row = conn.execute("SELECT to_regclass('context_volunteer_events') IS NOT NULL").fetchone()
+    except psycopg.Error as exc:
+        detail = " ".join(line.strip() for line in str(exc).strip().splitlines()) or type(exc).__name__
+        raise WorkerSetupError(f"cannot reach the database at {redact(url)}: {detail}") from None
+    if not row or not row[0]:
+        raise WorkerSetupError(
+            f"the database {redact(url)} has no context_volunteer_events table; run: volunteer migrate "
+            f"--database-url '{redact(url)}'"
+        )
+
+
+def prepare_topics(settings: Settings) -> int:
+    """Create missing topics; return the partition count of ``turns`` (the table follows it)."""
+    from topics.definitions import ensure_topics
+
+    async def run() -> dict[str, int]:
+        return await asyncio.wait_for(ensure_topics(settings), SETUP_TIMEOUT_S)
+
+    try:
+        counts = asyncio.run(run())
+    except (TimeoutError, OSError) as exc:
+        raise WorkerSetupError(f"cannot reach the broker at {settings.broker}: {exc or 'timed out'}") from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("aiokafka"):
+            raise WorkerSetupError(f"cannot reach the broker at {settings.broker}: {exc}") from None
+        raise
+    return counts[settings.topic_turns]
+
+
+def load_worker_brain(settings: Settings, brain_dir: str | Path | None) -> BrainHolder:
+    try:
+        if brain_dir is not None:
+            return BrainHolder.from_directory(brain_dir)
+        return BrainHolder.from_database(settings.database_url)
+    except BrainLoadError as exc:
+        raise WorkerSetupError(str(exc)) from None
+
+
+def build_worker(settings: Settings, *, brain_dir: str | Path | None = None, options: DecisionOptions | None = None,
+                 web_enabled: bool = False, web_port: int | None = None) -> StreamApp:
+    """All pre-flight checks, then the app (not started)."""
+    check_database(settings)
+    partitions = prepare_topics(settings)
+    brain = load_worker_brain(settings, brain_dir)
+    return StreamApp(settings, brain, options=options, partitions=partitions, web_enabled=web_enabled,
+                     web_port=web_port)
+
+
+def run_worker(stream_app: StreamApp, *, loglevel: str = "info") -> NoReturn:
+    """Run until SIGTERM / Ctrl-C (then leave the group, flush, commit and exit 0)."""
+    import faust
+
+    settings = stream_app.settings
+    brain = stream_app.brain
+    kind = "embedded Tansu" if settings.broker_is_embedded else "Kafka"
+
+    @stream_app.app.task
+    async def announce() -> None:  # runs once logging is set up
+        log.info("worker %s on %s (%s): %d partitions, topics %s -> %s (dead letters: %s), brain from %s "
+                 "(%d pages), events to %s", settings.app_id, settings.broker, kind, stream_app.partitions,
+                 settings.topic_turns, settings.topic_volunteered, settings.topic_dlq, brain.origin,
+                 brain.index.live_page_count, redact(settings.database_url))
+
+    worker = faust.Worker(stream_app.app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+    worker.execute_from_commandline()
