@@ -242,6 +242,36 @@ def _flags_cell(flags: list[tuple[str, list[str]]]) -> str:
     return "<br>".join(f"`{flag}` ({', '.join(cmds)})" for flag, cmds in flags)
 
 
+@dataclass(frozen=True)
+class CommandVariable:
+    """A ``VOLUNTEER_*`` variable that one command's option reads but that is not a setting."""
+
+    env: str
+    flag: str
+    commands: tuple[str, ...]
+    meaning: str
+
+
+def command_variables(cls: type[Settings] = Settings, group: click.Group = cli_main) -> list[CommandVariable]:
+    prefix = str(cls.model_config.get("env_prefix", "")).upper()
+    settings_envs = {env_name(name, info) for name, info in cls.model_fields.items()}
+    found: dict[tuple[str, str], tuple[list[str], str]] = {}
+    for path, command in iter_commands(group):
+        for param in command.params:
+            if not isinstance(param, click.Option):
+                continue
+            envvars = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or ())
+            for env in envvars:
+                if not env.upper().startswith(prefix) or env in settings_envs:
+                    continue
+                flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+                help_text = re.sub(r"\s*\[env: [^\]]*\]", "", param.help or "").strip()
+                commands, _ = found.setdefault((env, flag), ([], help_text))
+                commands.append(path.removeprefix("volunteer "))
+    return [CommandVariable(env, flag, tuple(sorted(cmds)), meaning)
+            for (env, flag), (cmds, meaning) in sorted(found.items())]
+
+
 def render(cls: type[Settings] = Settings, group: click.Group = cli_main) -> str:
     """The whole Markdown document (deterministic: same inputs, same bytes)."""
     sections = collect(cls, group)
@@ -256,6 +286,16 @@ def render(cls: type[Settings] = Settings, group: click.Group = cli_main) -> str
         for row in section.rows:
             out.append(f"| `{row.env}` | {_flags_cell(row.flags)} | {_cell(row.type)} | {_cell(row.default)} "
                        f"| {_cell(row.meaning)} |")
+        out.append("")
+    extra = command_variables(cls, group)
+    if extra:
+        out.append("## Variables of single commands\n")
+        out.append("Read by one command's flag only (not part of the shared settings, so other commands "
+                   "ignore them).\n")
+        out.append("| Variable | Flag | Commands | Meaning |")
+        out.append("|---|---|---|---|")
+        for var in extra:
+            out.append(f"| `{var.env}` | `{var.flag}` | {', '.join(var.commands)} | {_cell(var.meaning)} |")
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 

@@ -43,8 +43,13 @@ def test_committed_reference_is_up_to_date(gen: ModuleType) -> None:
         )
 
 
+def settings_part(text: str) -> str:
+    """The document without the table of single-command variables."""
+    return text.split("## Variables of single commands", 1)[0]
+
+
 def test_every_field_has_exactly_one_row(gen: ModuleType) -> None:
-    text = gen.render()
+    text = settings_part(gen.render())
     rows = re.findall(r"^\| `(VOLUNTEER_[A-Z0-9_]+)` \|", text, flags=re.MULTILINE)
     wanted = [f"VOLUNTEER_{name.upper()}" for name in Settings.model_fields]
     assert sorted(rows) == sorted(wanted)
@@ -73,7 +78,7 @@ def test_sections_follow_the_comments_in_settings(gen: ModuleType) -> None:
     assert set(sections) == set(Settings.model_fields)
     assert sections["broker"] == sections["database_url"]
     assert sections["topic_turns"] != sections["broker"]
-    headings = re.findall(r"^## (.+)$", gen.render(), flags=re.MULTILINE)
+    headings = re.findall(r"^## (.+)$", settings_part(gen.render()), flags=re.MULTILINE)
     assert len(headings) == len(set(sections.values())) >= 2
 
 
@@ -118,3 +123,22 @@ def test_check_mode_reports_a_stale_file(gen: ModuleType, tmp_path: Path, capsys
     target.write_text(target.read_text(encoding="utf-8").replace("VOLUNTEER_BROKER", "VOLUNTEER_BROKR"))
     assert gen.main(["--output", str(target), "--check"]) == 1
     assert "is stale" in capsys.readouterr().err
+
+
+def test_command_only_variables_are_listed_separately(gen: ModuleType) -> None:
+    @click.group()
+    def cli() -> None: ...
+
+    @cli.command("worker")
+    @click.option("--brain", envvar="VOLUNTEER_BRAIN", help="Brain directory [env: VOLUNTEER_BRAIN].")
+    @click.option("--broker", envvar="VOLUNTEER_BROKER")  # a setting: documented in its own row
+    @click.option("--home", envvar="HOME")  # not ours
+    def worker(brain: str, broker: str, home: str) -> None: ...
+
+    found = gen.command_variables(Settings, cli)
+    assert [(v.env, v.flag, v.commands, v.meaning) for v in found] == [
+        ("VOLUNTEER_BRAIN", "--brain", ("worker",), "Brain directory.")
+    ]
+    text = gen.render(Settings, cli)
+    assert "## Variables of single commands" in text
+    assert "| `VOLUNTEER_BRAIN` | `--brain` | worker | Brain directory. |" in text
