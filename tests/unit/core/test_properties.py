@@ -1,0 +1,150 @@
+"""Properties of the decision core on generated conversations over the conformance brain."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.core.brain import BrainIndex
+from pipeline.core.extract import extract_candidates, strip_possessive
+from pipeline.core.gate import MAX_PAGES_CAP, candidates_by_norm, clamp_max_pages, gate
+from pipeline.core.normalize import JS_WHITESPACE, collapse_whitespace, normalize_alias
+from pipeline.core.op import decide, volunteer_context
+from pipeline.core.resolve import resolve
+from pipeline.core.session import DecisionOptions, SessionState, step
+from pipeline.core.types import Pointer
+from pipeline.core.window import extract_window, parse_window
+from tests.unit.core.conftest import load_cases
+
+PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _vocabulary() -> list[str]:
+    """Names the brain knows (titles, raw aliases, surnames, lowercase forms) plus filler."""
+    pages = load_cases("brain/pages.jsonl")
+    words: list[str] = []
+    for page in pages[::7]:
+        title = page["title"]
+        words += [title, title.lower(), title.split()[-1], f"{title}'s", f"@{title.split()[0].lower()}"]
+        words += [a for a in page.get("aliases", []) if isinstance(a, str)]
+    return [*words, "Did", "Thanks", "Will", "Monday", "ok", "the plan", "what did she say", "田中さんの", "\n", "  "]
+
+
+VOCAB = _vocabulary()
+FILLER = st.sampled_from(["ping", "ask", "and", "about", "meeting with", "what about", "call", ".", "?", "-", "—", ":"])
+TEXT = st.lists(st.one_of(st.sampled_from(VOCAB), FILLER, st.text(max_size=6)), min_size=1, max_size=12).map(" ".join)
+TURN = st.tuples(st.sampled_from(["user", "assistant"]), TEXT)
+RAW_NUMBER = st.one_of(
+    st.none(), st.integers(-10, 60), st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.5, 2.9, 1e300])
+)
+SOURCES = st.sampled_from([["default"], ["default", "team"], ["team", "archive"], ["archive"]])
+
+TEMPLATE = re.compile(
+    r'(alias match|exact title match|surname match|exact CJK title/slug match|slug match) "(?P<display>.*)"'
+    r"(; mentioned in (?P<occ>\d+) of last (?P<size>\d+) turns|; mentioned in the newest turn)?(; assistant-introduced)?",
+    re.S,
+)
+
+
+def window_text(turns: list[tuple[str, str]]) -> str:
+    return "\n".join(f"{role}: {text}" for role, text in turns)
+
+
+@PROPS
+@given(turns=st.lists(TURN, min_size=1, max_size=6), max_pages=RAW_NUMBER, min_conf=RAW_NUMBER, sources=SOURCES)
+def test_never_more_than_five_pages(
+    conformance_brain: BrainIndex, turns: list[tuple[str, str]], max_pages: Any, min_conf: Any, sources: list[str]
+) -> None:
+    result = volunteer_context(
+        window_text(turns) + "\nuser: x", conformance_brain, source_ids=sources, max_pages=max_pages, min_confidence=min_conf
+    )
+    assert result["count"] == len(result["pages"]) <= min(MAX_PAGES_CAP, clamp_max_pages(max_pages))
+    keys = [(p["source_id"], p["slug"]) for p in result["pages"]]
+    assert len(keys) == len(set(keys))
+
+
+@PROPS
+@given(turns=st.lists(TURN, min_size=1, max_size=6), min_conf=st.sampled_from([None, 0.0, 0.6, 0.75]), sources=SOURCES)
+def test_gating_a_gated_set_is_a_no_op(
+    conformance_brain: BrainIndex, turns: list[tuple[str, str]], min_conf: Any, sources: list[str]
+) -> None:
+    cands = extract_window(parse_window(window_text(turns)))
+    pointers = resolve(cands, conformance_brain, sources)
+    by_norm = candidates_by_norm(cands)
+    size = len(parse_window(window_text(turns)))
+    once = gate(pointers, by_norm, window_size=size, min_confidence=min_conf, max_pages=5)
+    norm_of = {(p.source_id, p.slug): p.matched_norm for p in pointers}
+    regated = [
+        Pointer(v.display, v.slug, v.source_id, v.synopsis, v.arm, v.confidence, norm_of[(v.source_id, v.slug)])
+        for v in once
+    ]
+    assert gate(regated, by_norm, window_size=size, min_confidence=min_conf, max_pages=5) == once
+
+
+@PROPS
+@given(turns=st.lists(TURN, min_size=1, max_size=12), window=st.sampled_from([1, 2, 4, 8]), max_pages=RAW_NUMBER)
+def test_a_slug_is_volunteered_at_most_once_per_session(
+    conformance_brain: BrainIndex, turns: list[tuple[str, str]], window: int, max_pages: Any
+) -> None:
+    state = SessionState()
+    options = DecisionOptions(window_turns=window, max_pages=max_pages, min_confidence=0.0)
+    seen: list[str] = []
+    for role, text in turns:
+        seen += [p.slug for p in step(state, role, text, conformance_brain, source_id="default", options=options).pages]
+    assert len(seen) == len(set(seen))
+    assert set(seen) == set(state.surfaced)
+
+
+@PROPS
+@given(turns=st.lists(TURN, min_size=1, max_size=6), sources=SOURCES)
+def test_rationale_holds_only_labels_that_matched_a_page(
+    conformance_brain: BrainIndex, turns: list[tuple[str, str]], sources: list[str]
+) -> None:
+    result = volunteer_context(window_text(turns), conformance_brain, source_ids=sources, min_confidence=0.0, max_pages=5)
+    for p in result["pages"]:
+        m = TEMPLATE.fullmatch(p["rationale"])
+        assert m is not None, p["rationale"]
+        display = m.group("display")
+        assert display == p["display"]
+        page = conformance_brain.live_page(p["source_id"], p["slug"])
+        assert page is not None
+        surface = strip_possessive(display[1:] if display.startswith("@") else display)
+        assert (
+            normalize_alias(surface) == normalize_alias(page.title)
+            or display == collapse_whitespace(page.title)
+            or display == page.slug.rsplit("/", 1)[-1]
+        ), (display, page.title)
+        if m.group("size"):
+            assert int(m.group("size")) == result["window_turns"]
+
+
+@PROPS
+@given(turns=st.lists(TURN, min_size=1, max_size=10), window=st.sampled_from([1, 3, 4, 64]))
+def test_incremental_state_equals_recomputing_the_window(
+    conformance_brain: BrainIndex, turns: list[tuple[str, str]], window: int
+) -> None:
+    state = SessionState()
+    options = DecisionOptions(window_turns=window)
+    pushed: set[str] = set()
+    kept: list[tuple[str, str]] = []
+    for role, text in turns:
+        got = step(state, role, text, conformance_brain, source_id="default", options=options)
+        if got.skipped:
+            continue
+        kept = [*kept, (role, text.strip(JS_WHITESPACE))][-window:]
+        expected = decide(
+            [(r, extract_candidates(t)) for r, t in kept], conformance_brain, source_ids=["default"], exclude_slugs=pushed
+        )
+        assert got.pages == expected
+        pushed.update(p.slug for p in expected)
+        state = SessionState.from_bytes(state.to_bytes())
+
+
+@pytest.mark.parametrize("raw", [math.nan, math.inf, -math.inf, -1, 0, 0.5, 0.999, True, "3", None])
+def test_max_pages_nonsense_means_three(raw: Any) -> None:
+    assert clamp_max_pages(raw) == 3
