@@ -6,7 +6,14 @@ import pytest
 
 from pipeline.core.brain import BrainIndex, DuplicatePage
 from pipeline.core.extract import extract_candidates
-from pipeline.core.jscompat import js_number, js_number_str, js_parse_float, js_parse_int, js_to_fixed, utf16_len
+from pipeline.core.jscompat import (
+    js_number,
+    js_number_str,
+    js_parse_float,
+    js_parse_int,
+    js_to_fixed,
+    utf16_len,
+)
 from pipeline.core.op import volunteer_context
 from pipeline.core.pages import AliasRow, Page
 from pipeline.core.synopsis import clip, safe_synopsis
