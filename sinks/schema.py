@@ -91,6 +91,7 @@ def _sql_file(name: str) -> Callable[[psycopg.Connection, MigrationReport], Step
 
 
 def _index_exists(conn: psycopg.Connection, name: str) -> bool:
+    """Whether a relation (index or table) of that name is visible on the search path."""
     row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
     return bool(row and row[0])
 
@@ -168,6 +169,14 @@ def _trigger_exists(conn: psycopg.Connection, table: str, name: str) -> bool:
 def _ensure_brain_version(conn: psycopg.Connection, report: MigrationReport) -> StepResult:
     """The change counter and its triggers; without trigger rights, fall back and say so."""
     _sql_file("0005_brain_version.sql")(conn, report)
+    try:
+        with conn.transaction():
+            _sql_file("0005_brain_version_function.sql")(conn, report)
+    except errors.InsufficientPrivilege:
+        exists = conn.execute("SELECT to_regproc('volunteer_stream_bump_brain_version') IS NOT NULL").fetchone()
+        if not exists or not exists[0]:
+            raise
+        # owned by another role (whoever migrated first): keep theirs
     missing: list[str] = []
     for table, triggers in BRAIN_TRIGGERS.items():
         try:
@@ -215,12 +224,13 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 
 def _recorded(conn: psycopg.Connection) -> dict[int, str]:
-    conn.execute(
-        sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-            "applied_at TIMESTAMPTZ NOT NULL DEFAULT now(), notes TEXT NOT NULL DEFAULT '')"
-        ).format(sql.Identifier(SCHEMA_TABLE))
-    )
+    if not _index_exists(conn, SCHEMA_TABLE):  # checked first: re-runs need no CREATE right on the schema
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                "applied_at TIMESTAMPTZ NOT NULL DEFAULT now(), notes TEXT NOT NULL DEFAULT '')"
+            ).format(sql.Identifier(SCHEMA_TABLE))
+        )
     rows = conn.execute(sql.SQL("SELECT version, notes FROM {}").format(sql.Identifier(SCHEMA_TABLE))).fetchall()
     return {int(v): str(n) for v, n in rows}
 
@@ -264,6 +274,11 @@ def migrate(target: ConnOrInfo) -> MigrationReport:
                             report.applied.append(migration.label)
                 except psycopg.Error as exc:
                     message = exc.diag.message_primary or str(exc)
+                    if isinstance(exc, errors.InsufficientPrivilege):
+                        message += (
+                            " (run 'volunteer migrate' once as the owner of the existing tables or a superuser;"
+                            " later runs need no ownership)"
+                        )
                     raise MigrationError(f"migration {migration.label} failed: {message}") from exc
         finally:
             try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +198,52 @@ def test_migrate_accepts_an_open_connection_and_restores_its_mode(database_url: 
         assert len(report.applied) == len(schema.MIGRATIONS)
         assert conn.autocommit is False
         assert schema.applied_versions(conn) == [1, 2, 3, 4, 5]
+
+
+@pytest.fixture
+def worker_role(database_url: str) -> Iterator[str]:
+    """A login role that owns nothing: what a locked-down worker account looks like."""
+    role = f"worker_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+    yield role
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"DROP OWNED BY {role}")
+        conn.execute(f"DROP ROLE {role}")
+
+
+def _as(url: str, role: str) -> str:
+    return url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+
+
+def test_rerun_by_a_role_that_owns_nothing(database_url: str, worker_role: str) -> None:
+    migrate(database_url)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {worker_role}")
+    report = migrate(_as(database_url, worker_role))
+    assert report.applied == [] and report.warnings == []
+
+
+def test_first_run_by_a_non_owner_on_a_gbrain_brain_explains_itself(database_url: str, worker_role: str) -> None:
+    load_gbrain(database_url)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"GRANT CREATE ON SCHEMA public TO {worker_role}")
+        conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {worker_role}")
+    with pytest.raises(schema.MigrationError, match=r"must be owner of table context_volunteer_events.*as the owner"):
+        migrate(_as(database_url, worker_role))
+
+
+def test_no_trigger_rights_on_pages_falls_back_with_a_warning(database_url: str, worker_role: str) -> None:
+    from sinks.brain_pg import brain_version
+
+    load_gbrain(database_url)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE context_volunteer_events")  # a brain from before gbrain's v117
+        conn.execute(f"GRANT CREATE ON SCHEMA public TO {worker_role}")
+        conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {worker_role}")
+    report = migrate(_as(database_url, worker_role))
+    assert any("could not add change triggers on pages" in w for w in report.warnings)
+    assert "/s" in brain_version(_as(database_url, worker_role))
+    with psycopg.connect(database_url) as conn:
+        assert IDENTITY_INDEX in index_names(conn, "context_volunteer_events")
