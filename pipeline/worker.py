@@ -98,4 +98,5 @@ def run_worker(stream_app: StreamApp, *, loglevel: str = "info") -> NoReturn:
                  brain.index.live_page_count, redact(settings.database_url))
 
     worker = faust.Worker(stream_app.app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+    worker.spinner = None  # its cursor escapes end up in log files
     worker.execute_from_commandline()

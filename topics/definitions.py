@@ -20,6 +20,8 @@ from topics.clients import make_admin
 
 log = logging.getLogger(__name__)
 
+_TOPIC_ALREADY_EXISTS = 36
+
 RAW = "raw"
 """Faust codec name for bytes in, bytes out."""
 
@@ -69,21 +71,25 @@ async def ensure_topics(settings: Settings, specs: Iterable[TopicSpec] | None = 
     admin = make_admin(settings)
     await admin.start()
     try:
+        # Create first, describe after: describing (a metadata request) a missing topic makes brokers
+        # with auto-creation (Tansu always, Kafka by default) create it with *their* partition count.
+        new = [NewTopic(s.name, s.partitions, s.replication, topic_configs=dict(s.config)) for s in wanted]
+        with contextlib.suppress(TopicAlreadyExistsError):
+            response = await admin.create_topics(new)
+            for topic_error in getattr(response, "topic_errors", ()):
+                name, code = topic_error[0], topic_error[1]
+                if code == 0:
+                    log.info("created topic %s", name)
+                elif code != _TOPIC_ALREADY_EXISTS:
+                    message = topic_error[2] if len(topic_error) > 2 else ""
+                    raise TopicMismatch(f"cannot create topic {name!r}: error {code} {message or ''}".strip())
         existing = await _partition_counts(admin, [s.name for s in wanted])
-        missing = [s for s in wanted if s.name not in existing]
-        if missing:
-            new = [NewTopic(s.name, s.partitions, s.replication, topic_configs=dict(s.config)) for s in missing]
-            with contextlib.suppress(TopicAlreadyExistsError):  # a concurrent creator won the race
-                await admin.create_topics(new)
-            for spec in missing:
-                log.info("created topic %s (%d partitions)", spec.name, spec.partitions)
-            existing = await _partition_counts(admin, [s.name for s in wanted])
         for spec in wanted:
             have = existing.get(spec.name)
             if have is None:
                 raise TopicMismatch(f"topic {spec.name!r} could not be created")
             if have != spec.partitions:
-                log.warning("topic %s has %d partitions, settings ask for %d; using %d",
+                log.info("topic %s has %d partitions, settings ask for %d; using %d",
                             spec.name, have, spec.partitions, have)
         return existing
     finally:

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pipeline.agents.expiry import is_idle, sweep_interval
 from pipeline.agents.window import WINDOW_BATCH_MAX, BatchOutput, InRecord
@@ -187,7 +187,21 @@ async def run_purge(ctx: StreamApp) -> int:
     return deleted
 
 
+READY_MARK = "ready: owns partitions"
+"""Logged (INFO) after every rebalance once recovery is done; the demo and tests wait for it."""
+
+
+def register_ready_log(ctx: StreamApp) -> None:
+    async def on_ready(sender: Any, **_: Any) -> None:
+        owned = sorted(ctx.assigned_partitions(ctx.settings.topic_turns))
+        log.info("%s %s of %s (%d sessions in the table)", READY_MARK, owned, ctx.settings.topic_turns,
+                 len(ctx.table.data))
+
+    ctx.app.on_rebalance_complete.connect(cast(Any, on_ready))
+
+
 def register_all(ctx: StreamApp) -> None:
     register_window_agent(ctx)
     register_sink_agent(ctx)
     register_timers(ctx)
+    register_ready_log(ctx)
