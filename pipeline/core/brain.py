@@ -62,7 +62,7 @@ class BrainIndex:
         self._alias: dict[str, dict[str, tuple[str, ...]]] = {}
         self._title_norm: dict[int, str] = {}
         self._synopsis: dict[int, str] = {}
-        self._query_cache: dict[str, tuple[str, str, str | None]] = {}
+        self._query_cache: dict[str, tuple[str, str, str | None, tuple[int, ...], tuple[int, ...]]] = {}
         self.page_count = 0
         self.live_page_count = 0
         self.alias_row_count = 0
@@ -179,16 +179,24 @@ class BrainIndex:
             cached = self._synopsis[page.id] = safe_synopsis(page.compiled_truth, page.frontmatter)
         return cached
 
-    def query_keys(self, query: str) -> tuple[str, str, str | None]:
-        """``(query.lower(), slugify(query), surname token or None)`` for a strong candidate's query."""
-        keys = self._query_cache.get(query)
-        if keys is None:
+    def query_info(self, query: str) -> tuple[str, str, str | None, tuple[int, ...], tuple[int, ...]]:
+        """For a strong candidate's query: ``(query.lower(), slugify(query), surname token or None,
+        ids by exact title / exact slug / slug tail, person ids by that surname)``. Cached."""
+        info = self._query_cache.get(query)
+        if info is None:
             if len(self._query_cache) >= _QUERY_CACHE_MAX:
                 self._query_cache.clear()
             lowered = query.lower()
-            keys = (lowered, slugify(query), _surname_token(query, lowered))
-            self._query_cache[query] = keys
-        return keys
+            slug = slugify(query)
+            token = _surname_token(query, lowered)
+            ids = set(self._title.get(lowered, _EMPTY))
+            if slug:
+                ids.update(self._slug.get(slug, _EMPTY))
+                ids.update(self._tail.get(slug, _EMPTY))
+            surname_ids = self._surname.get(token, _EMPTY) if token is not None else _EMPTY
+            info = (lowered, slug, token, tuple(sorted(ids)), surname_ids)
+            self._query_cache[query] = info
+        return info
 
 
 def _surname_token(query: str, lowered: str) -> str | None:

@@ -12,6 +12,7 @@ every turn of every session, and tuples are several times cheaper to build than 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import regex
 
@@ -98,79 +99,131 @@ def has_cjk(text: str) -> bool:
     return _CJK_RUN_RE.search(text) is not None
 
 
+# A strong sighting before filtering: (display, query, norm, filter class). Class 0 keeps it,
+# 1 drops it (single token: too short, a number, a hard stopword), 2 keeps it only if it is ever
+# seen mid-sentence (single-token soft common word). Cached per surface: chat repeats itself.
+_KEEP, _DROP, _KEEP_IF_MID = 0, 1, 2
+_Sighting = tuple[str, str, str, int]
+_CACHE_MAX = 100_000
+_surface_cache: dict[str, tuple[_Sighting, _Sighting | None]] = {}
+_handle_cache: dict[str, _Sighting] = {}
+_weak_cache: dict[str, tuple[str, str] | None] = {}
+
+
+def _sighting(raw_display: str, raw_query: str) -> _Sighting:
+    query = strip_possessive(raw_query.strip(JS_WHITESPACE))
+    norm = normalize_alias(query) if query else ""
+    if _HAS_WS_RE.search(query) is not None:
+        klass = _KEEP
+    else:
+        lc = query.lower()
+        if utf16_len(query) < 2 or _PURE_NUMBER_RE.fullmatch(query) or lc in STOPWORDS:
+            klass = _DROP
+        else:
+            klass = _KEEP_IF_MID if lc in COMMON_WORDS else _KEEP
+    return (raw_display.strip(JS_WHITESPACE), query, norm, klass)
+
+
+def _surface(surface: str) -> tuple[_Sighting, _Sighting | None]:
+    """The run itself, and its remainder after leading hard stopwords (HEAD's trim), if any."""
+    tokens = _WS_SPLIT_RE.split(surface)
+    first_kept = 0
+    while first_kept < len(tokens) and strip_possessive(tokens[first_kept]).lower() in STOPWORDS:
+        first_kept += 1
+    trimmed = None
+    if 0 < first_kept < len(tokens):
+        rest = " ".join(tokens[first_kept:])
+        trimmed = _sighting(rest, rest)
+    return (_sighting(surface, surface), trimmed)
+
+
+def _weak(token: str) -> tuple[str, str] | None:
+    """A lowercase word as a weak candidate ``(raw, norm)``, or ``None`` when it cannot be one."""
+    raw = strip_possessive(token)
+    if utf16_len(raw) < 3:
+        return None
+    lc = raw.lower()
+    if lc in STOPWORDS or lc in COMMON_WORDS:
+        return None
+    norm = normalize_alias(raw)
+    return (raw, norm) if norm else None
+
+
+def _bounded(cache: dict[str, Any]) -> dict[str, Any]:
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    return cache
+
+
 def extract_candidates(text: object) -> list[Candidate]:
     """Candidates of one turn: strong ones first (≤12), then weak lowercase (≤32), then CJK (≤24)."""
     if not isinstance(text, str) or not text:
         return []
 
-    # norm -> [display, query, multi_token, seen_mid_sentence]; dict order is first-seen order.
-    acc: dict[str, list[object]] = {}
-
-    def consider(raw_display: str, raw_query: str, mid_sentence: bool) -> None:
-        query = strip_possessive(raw_query.strip(JS_WHITESPACE))
-        if not query:
-            return
-        norm = normalize_alias(query)
-        if not norm:
-            return
-        existing = acc.get(norm)
-        if existing is not None:
-            if mid_sentence:
-                existing[3] = True
-            return
-        acc[norm] = [raw_display.strip(JS_WHITESPACE), query, _HAS_WS_RE.search(query) is not None, mid_sentence]
-
+    # norm -> [sighting, seen_mid_sentence]; dict order is first-seen order (handles first).
+    acc: dict[str, list[Any]] = {}
     if "@" in text:
-        for m in _HANDLE_RE.finditer(text):
-            handle = m.group(1)
-            consider("@" + handle, handle, True)
+        for handle in _HANDLE_RE.findall(text):
+            sighting = _handle_cache.get(handle)
+            if sighting is None:
+                sighting = _bounded(_handle_cache)[handle] = _sighting("@" + handle, handle)
+            norm = sighting[2]
+            if norm:
+                entry = acc.get(norm)
+                if entry is None:
+                    acc[norm] = [sighting, True]
+                else:
+                    entry[1] = True
 
     for m in _CAP_RUN_RE.finditer(text):
         surface = m.group(0)
-        consider(surface, surface, not is_at_sentence_start(text, m.start()))
-        tokens = _WS_SPLIT_RE.split(surface)
-        first_kept = 0
-        while first_kept < len(tokens) and strip_possessive(tokens[first_kept]).lower() in STOPWORDS:
-            first_kept += 1
-        if 0 < first_kept < len(tokens):
-            trimmed = " ".join(tokens[first_kept:])
-            consider(trimmed, trimmed, True)
+        info = _surface_cache.get(surface)
+        if info is None:
+            info = _bounded(_surface_cache)[surface] = _surface(surface)
+        run, trimmed = info
+        norm = run[2]
+        if norm:
+            mid = not is_at_sentence_start(text, m.start())
+            entry = acc.get(norm)
+            if entry is None:
+                acc[norm] = [run, mid]
+            elif mid:
+                entry[1] = True
+        if trimmed is not None and trimmed[2]:
+            entry = acc.get(trimmed[2])
+            if entry is None:
+                acc[trimmed[2]] = [trimmed, True]
+            else:
+                entry[1] = True
 
     out: list[Candidate] = []
     strong_norms: set[str] = set()
-    for norm, (display, query, multi_token, seen_mid) in acc.items():
-        assert isinstance(query, str) and isinstance(display, str)
-        if not multi_token:
-            lc = query.lower()
-            if (
-                utf16_len(query) < 2
-                or _PURE_NUMBER_RE.fullmatch(query)
-                or lc in STOPWORDS
-                or (lc in COMMON_WORDS and not seen_mid)
-            ):
-                continue
-        out.append((display, query, norm, False))
+    for norm, (sighting, seen_mid) in acc.items():
+        klass = sighting[3]
+        if klass == _DROP or (klass == _KEEP_IF_MID and not seen_mid):
+            continue
+        out.append((sighting[0], sighting[1], norm, False))
         strong_norms.add(norm)
         if len(out) >= MAX_CANDIDATES:
             break
 
     weak_seen: set[str] = set()
     weak_count = 0
-    for m in _WEAK_TOKEN_RE.finditer(text):
+    for token in _WEAK_TOKEN_RE.findall(text):
         if weak_count >= MAX_WEAK_CANDIDATES:
             break
-        raw = strip_possessive(m.group(0))
-        if utf16_len(raw) < 3:
+        if token in _weak_cache:
+            weak = _weak_cache[token]
+        else:
+            weak = _bounded(_weak_cache)[token] = _weak(token)
+        if weak is None:
             continue
-        lc = raw.lower()
-        if lc in STOPWORDS or lc in COMMON_WORDS:
-            continue
-        norm = normalize_alias(raw)
-        if not norm or norm in strong_norms or norm in weak_seen:
+        norm = weak[1]
+        if norm in strong_norms or norm in weak_seen:
             continue
         weak_seen.add(norm)
         weak_count += 1
-        out.append((raw, raw, norm, True))
+        out.append((weak[0], weak[0], norm, True))
 
     if has_cjk(text):
         _cjk_grams(text, out, strong_norms, weak_seen)

@@ -16,7 +16,7 @@ and capped (10 for the volunteer path, so the gate sees the whole pool).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import CJK_CHARS
@@ -28,6 +28,7 @@ RESOLVER_POOL = 10
 """The volunteer path resolves up to 2 x the hard page cap of 5, before the gate."""
 
 _PURE_CJK_RE = re.compile(f"[{CJK_CHARS}]+")
+_CJK_FIRST, _CJK_LAST = "\u3040", "\ud7af"  # cheap pre-check: every CJK range lies in between
 
 _Push = tuple[Page, str, str]  # (page, arm, matched_norm)
 
@@ -41,39 +42,37 @@ def resolve(
     lexical_arms: bool = True,
     max_pointers: int = RESOLVER_POOL,
 ) -> list[Pointer]:
-    """Resolve window candidates (salience order) to pointers, in resolver order."""
+    """Resolve window candidates (salience order, norms unique) to pointers, in resolver order."""
     if not candidates or not source_ids:
         return []
-    prior_lc = (prior_context or "").lower()
+    scope = source_ids if isinstance(source_ids, list | tuple) else list(source_ids)
 
-    display_by_norm: dict[str, str] = {}
     strong_norms: list[str] = []
-    weak_norms: list[str] = []  # ordered set
-    titles_lc: dict[str, str] = {}  # title_lc -> first norm (titleToNorm); keys are the title set
+    weak_norms: list[str] = []
+    titles_lc: dict[str, str] = {}  # title_lc -> first norm (titleToNorm); the keys are the title set
     slug_to_norm: dict[str, str] = {}
-    surname_to_norm: dict[str, str] = {}  # token -> norm, in candidate order
+    surname_to_norm: dict[str, str] = {}  # armed surname token -> first norm, in candidate order
+    row_ids: set[int] = set()  # arm 2: every page matched by title, slug, slug tail or surname
     for c in candidates:
-        norm = c.norm
         if c.weak:
-            if not lexical_arms:
-                continue
-            display_by_norm.setdefault(norm, c.display)
-            if norm not in weak_norms:
-                weak_norms.append(norm)
+            if lexical_arms:
+                weak_norms.append(c.norm)
             continue
-        display_by_norm.setdefault(norm, c.display)
+        norm = c.norm
         strong_norms.append(norm)
-        title_lc, slug, token = brain.query_keys(c.query)
+        title_lc, slug, token, ids, surname_ids = brain.query_info(c.query)
         titles_lc.setdefault(title_lc, norm)
         if slug:
             slug_to_norm.setdefault(slug, norm)
+        if ids:
+            row_ids.update(ids)
         if lexical_arms and token is not None:
             surname_to_norm.setdefault(token, norm)
+            if surname_ids:
+                row_ids.update(surname_ids)
     if not strong_norms and not weak_norms:
         return []
 
-    scope = source_ids if isinstance(source_ids, list | tuple) else list(source_ids)
-    in_scope = frozenset(scope)
     pushes: list[_Push] = []
     claimed: set[tuple[str, str]] = set()
 
@@ -84,17 +83,17 @@ def resolve(
             pushes.append((page, arm, norm))
 
     # Arm 1: alias. Strong norms are unique per source; weak norms must be unique over the scope.
+    alias_targets = brain.alias_targets
+    strong_hits = [(norm, targets) for norm in strong_norms if (targets := alias_targets(norm)) is not None]
     for src in scope:
-        for norm in strong_norms:
-            targets = brain.alias_targets(norm)
-            if targets is not None:
-                slugs = targets.get(src)
-                if slugs is not None and len(slugs) == 1:
-                    page = brain.live_page(src, slugs[0])
-                    if page is not None:
-                        push(page, "alias", norm)
+        for norm, targets in strong_hits:
+            slugs = targets.get(src)
+            if slugs is not None and len(slugs) == 1:
+                page = brain.live_page(src, slugs[0])
+                if page is not None:
+                    push(page, "alias", norm)
     for norm in weak_norms:
-        targets = brain.alias_targets(norm)
+        targets = alias_targets(norm)
         if targets is None:
             continue
         alias_hits = [(src, slug) for src in scope for slug in targets.get(src, ())]
@@ -103,61 +102,45 @@ def resolve(
             if page is not None:
                 push(page, "alias", norm)
 
-    # Arm 2: one "query" for exact title, exact slug, slug tail and (lexical) surname, rows by id.
-    row_ids: set[int] = set()
-    for title_lc in titles_lc:
-        row_ids.update(brain.ids_with_title(title_lc))
-    for slug in slug_to_norm:
-        row_ids.update(brain.ids_with_slug(slug))
-        row_ids.update(brain.ids_with_slug_tail(slug))
-    for token in surname_to_norm:
-        row_ids.update(brain.person_ids_with_surname(token))
-    rows = [page for page in map(brain.page, sorted(row_ids)) if page.source_id in in_scope]
-
-    surname_hits: dict[str, list[Page]] = {}
-    surname_coverage: dict[str, int] = {}
-    for page in rows:
-        title_lc = page.title.lower()
-        token = _surname_of(page, title_lc, surname_to_norm)
-        if token is not None:
-            surname_coverage[token] = surname_coverage.get(token, 0) + 1
-        title_norm = titles_lc.get(title_lc)
-        if title_norm is not None:
-            push(page, "title", title_norm)
-            continue
-        slug_norm = slug_to_norm.get(page.slug)
-        if slug_norm is None:
-            slug_norm = slug_to_norm.get(page.slug[page.slug.rfind("/") + 1 :])
-        if slug_norm is not None:
-            push(page, "slug-suffix", slug_norm)
-            continue
-        if token is not None:
-            surname_hits.setdefault(token, []).append(page)
-    for token, hits in surname_hits.items():
-        if len(hits) == 1 and surname_coverage.get(token) == 1:
-            push(hits[0], "title-surname", surname_to_norm[token])
+    # Arm 2: exact title, else exact slug / slug tail, else surname; rows in page-id order.
+    if row_ids:
+        in_scope = frozenset(scope)
+        rows = [page for page in map(brain.page, sorted(row_ids)) if page.source_id in in_scope]
+        surname_hits: dict[str, list[Page]] = {}
+        surname_coverage: dict[str, int] = {}
+        for page in rows:
+            title_lc = page.title.lower()
+            token = _surname_of(page, title_lc, surname_to_norm)
+            if token is not None:
+                surname_coverage[token] = surname_coverage.get(token, 0) + 1
+            title_norm = titles_lc.get(title_lc)
+            if title_norm is not None:
+                push(page, "title", title_norm)
+                continue
+            slug_norm = slug_to_norm.get(page.slug)
+            if slug_norm is None:
+                slug_norm = slug_to_norm.get(page.slug[page.slug.rfind("/") + 1 :])
+            if slug_norm is not None:
+                push(page, "slug-suffix", slug_norm)
+                continue
+            if token is not None:
+                surname_hits.setdefault(token, []).append(page)
+        for token, hits in surname_hits.items():
+            if len(hits) == 1 and surname_coverage.get(token) == 1:
+                push(hits[0], "title-surname", surname_to_norm[token])
 
     # Arm 2.5: pure-CJK weak n-grams no earlier arm resolved; exactly one page by title or slug.
-    if lexical_arms and weak_norms:
-        resolved_norms = {norm for _, _, norm in pushes}
-        cjk_norms = [n for n in weak_norms if n not in resolved_norms and _PURE_CJK_RE.fullmatch(n)]
+    if weak_norms:
+        cjk_norms = [n for n in weak_norms if _CJK_FIRST <= n[0] <= _CJK_LAST and _PURE_CJK_RE.fullmatch(n)]
         if cjk_norms:
-            cjk_ids: set[int] = set()
-            for n in cjk_norms:
-                cjk_ids.update(brain.ids_with_title(n))
-                cjk_ids.update(brain.ids_with_slug(n))
-            cjk_hits: dict[str, list[Page]] = {}
-            for page in map(brain.page, sorted(cjk_ids)):
-                if page.source_id not in in_scope:
-                    continue
-                title_lc = page.title.lower()
-                for n in cjk_norms:
-                    if title_lc == n or page.slug == n:
-                        cjk_hits.setdefault(n, []).append(page)
-            for n, pages_of_n in cjk_hits.items():
-                if len(pages_of_n) == 1:
-                    push(pages_of_n[0], "cjk-title", n)
+            resolved_norms = {norm for _, _, norm in pushes}
+            cjk_norms = [n for n in cjk_norms if n not in resolved_norms]
+            _cjk_arm(cjk_norms, brain, frozenset(scope), push)
 
+    if not pushes:
+        return []
+    prior_lc = prior_context.lower() if prior_context else ""
+    display_by_norm = {c.norm: c.display for c in candidates if lexical_arms or not c.weak}
     pointers: list[Pointer] = []
     for page, arm, norm in pushes:
         if prior_lc and page.slug.lower() in prior_lc:
@@ -167,6 +150,27 @@ def resolve(
         if len(pointers) >= max_pointers:
             break
     return pointers
+
+
+def _cjk_arm(
+    cjk_norms: list[str], brain: BrainIndex, in_scope: frozenset[str], push: Callable[[Page, str, str], None]
+) -> None:
+    """Push each CJK norm that names exactly one in-scope page by lowercased title or exact slug."""
+    ids: set[int] = set()
+    for n in cjk_norms:
+        ids.update(brain.ids_with_title(n))
+        ids.update(brain.ids_with_slug(n))
+    hits: dict[str, list[Page]] = {}
+    for page in map(brain.page, sorted(ids)):
+        if page.source_id not in in_scope:
+            continue
+        title_lc = page.title.lower()
+        for n in cjk_norms:
+            if title_lc == n or page.slug == n:
+                hits.setdefault(n, []).append(page)
+    for n, pages in hits.items():
+        if len(pages) == 1:
+            push(pages[0], "cjk-title", n)
 
 
 def _surname_of(page: Page, title_lc: str, surname_to_norm: dict[str, str]) -> str | None:

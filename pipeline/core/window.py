@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from pipeline.core.extract import MAX_CANDIDATES, MAX_WEAK_CANDIDATES, Candidate, extract_candidates
 from pipeline.core.jscompat import JS_LINE_TERMINATORS, JS_WS
@@ -67,8 +67,7 @@ def parse_watch_line(line: str) -> tuple[str, str] | None:
     return (role, text) if text else None
 
 
-@dataclass(slots=True)
-class WindowCandidate:
+class WindowCandidate(NamedTuple):
     """A candidate merged across the window, with the salience facts the gate and rationale read."""
 
     display: str
@@ -95,47 +94,54 @@ class WindowCandidate:
         return out
 
 
+_new_candidate = tuple.__new__
+# Accumulator slots while merging (a list per norm, turned into a WindowCandidate at the end).
+_DISPLAY, _WEAK, _OCC, _NEWEST, _USER, _LAST = 0, 3, 4, 5, 6, 7
+
+
 def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> list[WindowCandidate]:
     """Merge per-turn candidates (oldest first) by norm; strong first, each list salience-ordered.
 
     ``turns`` holds ``(role, candidates_of_that_turn)``. Weight = recency + min(occurrences, 4)·0.1
     + 0.15 for a user mention, computed in the reference's operation order so float ties agree.
+    Runs on every turn of every session, hence plain lists and no per-candidate function calls.
     """
     n = len(turns)
     if not n:
         return []
-    acc: dict[str, WindowCandidate] = {}
+    acc: dict[str, list[Any]] = {}
     last_idx = n - 1
-    order = 0
     for i, (role, cands) in enumerate(turns):
         is_user = role == "user"
         newest = i == last_idx
         for display, query, norm, weak in cands:
-            existing = acc.get(norm)
-            if existing is None:
-                acc[norm] = WindowCandidate(display, query, norm, weak, 1, newest, is_user, i, order)
-                order += 1
+            e = acc.get(norm)
+            if e is None:
+                acc[norm] = [display, query, norm, weak, 1, newest, is_user, i, len(acc)]
                 continue
-            existing.occurrences += 1
-            existing.last_turn_idx = i
+            e[_OCC] += 1
+            e[_LAST] = i
             if newest:
-                existing.in_newest_turn = True
-            if existing.weak and not weak:
-                existing.weak = False
-                if not existing.user_mention or is_user:
-                    existing.display = display
-            if is_user and not existing.user_mention:
-                existing.display = display
-                existing.user_mention = True
+                e[_NEWEST] = True
+            if e[_WEAK] and not weak:
+                e[_WEAK] = False
+                if not e[_USER] or is_user:
+                    e[_DISPLAY] = display
+            if is_user and not e[_USER]:
+                e[_DISPLAY] = display
+                e[_USER] = True
 
-    def sort_key(c: WindowCandidate) -> tuple[bool, float, int]:
-        weight = (c.last_turn_idx + 1) / n + min(c.occurrences, 4) * 0.1 + (0.15 if c.user_mention else 0)
-        return (c.weak, -weight, c.order)
-
-    ranked = sorted(acc.values(), key=sort_key)
-    strong_list = [c for c in ranked if not c.weak][:MAX_CANDIDATES]
-    weak_list = [c for c in ranked if c.weak][:MAX_WEAK_CANDIDATES]
-    return strong_list + weak_list
+    strong: list[tuple[float, int, list[Any]]] = []
+    weak_ones: list[tuple[float, int, list[Any]]] = []
+    for e in acc.values():
+        weight = (e[_LAST] + 1) / n + min(e[_OCC], 4) * 0.1 + (0.15 if e[_USER] else 0)
+        (weak_ones if e[_WEAK] else strong).append((-weight, e[8], e))
+    strong.sort()
+    out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]]
+    if weak_ones:
+        weak_ones.sort()
+        out += [_new_candidate(WindowCandidate, e) for _, _, e in weak_ones[:MAX_WEAK_CANDIDATES]]
+    return out
 
 
 def extract_window(turns: Sequence[tuple[str, str]]) -> list[WindowCandidate]:
