@@ -7,18 +7,25 @@ project's ordinary aiokafka factories (``topics.clients``).
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Awaitable, Iterable
+from pathlib import Path
 from typing import TypeVar
 
+import orjson
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from pipeline.settings import Settings
 from topics.clients import make_consumer, make_producer
-from topics.records import Volunteered, event_id_for
+from topics.records import Volunteered, decode_turn, event_id_for, rfc3339_ms
 
 T = TypeVar("T")
 HANG_GUARD_S = 60.0
+ROOT = Path(__file__).resolve().parents[3]
+SAMPLE_BRAIN = ROOT / "pipeline" / "samples" / "brain"
+SAMPLE_TRANSCRIPT = ROOT / "pipeline" / "samples" / "transcript.jsonl"
 
 
 def run(coro: Awaitable[T], timeout: float = HANG_GUARD_S) -> T:
@@ -89,3 +96,26 @@ async def read_topic(settings: Settings, topic: str, expected: int, *, settle_s:
         return sorted(records, key=lambda r: (r.partition, r.offset))
     finally:
         await consumer.stop()
+
+
+def replay_pages(turn_lines: list[bytes], brain: Path = SAMPLE_BRAIN) -> list[Volunteered]:
+    """The real decision core over Turn records, as Volunteered records a worker would publish."""
+    done = subprocess.run([sys.executable, "-m", "pipeline", "replay", "-", "--brain", str(brain), "--json"],
+                          input=b"\n".join(turn_lines) + b"\n", capture_output=True, cwd=ROOT,
+                          timeout=HANG_GUARD_S, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    channels = {}
+    for line in turn_lines:
+        turn = decode_turn(line)
+        assert turn is not None and turn.turn is not None
+        channels[(turn.session_id, turn.turn)] = (turn.channel or "stream", turn.ts_ms or 1_767_261_600_000)
+    pages = []
+    for line in done.stdout.splitlines():
+        obj = orjson.loads(line)
+        channel, ts_ms = channels[(obj["session_id"], obj["turn"])]
+        pages.append(Volunteered(
+            event_id=event_id_for(obj["session_id"], obj["turn"], obj["source_id"], obj["slug"], channel),
+            session_id=obj["session_id"], turn=obj["turn"], slug=obj["slug"], source_id=obj["source_id"],
+            display=obj["display"], confidence=obj["confidence"], arm=obj["arm"], rationale=obj["rationale"],
+            synopsis=obj["synopsis"], channel=channel, volunteered_at=rfc3339_ms(ts_ms)))
+    return pages

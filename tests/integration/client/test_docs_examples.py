@@ -20,20 +20,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
 import pytest
 
 from pipeline.client import TurnPublisher
 from pipeline.settings import Settings
-from tests.integration.client.helpers import read_topic, run, seed_pages
-from topics.records import Volunteered, decode_turn, event_id_for, rfc3339_ms
+from tests.integration.client.helpers import SAMPLE_TRANSCRIPT, read_topic, replay_pages, run, seed_pages
+from topics.records import Volunteered, decode_turn
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "client.md"
-SAMPLE_BRAIN = ROOT / "pipeline" / "samples" / "brain"
-SAMPLE_TRANSCRIPT = ROOT / "pipeline" / "samples" / "transcript.jsonl"
 SESSION = "board-prep"
 FOLLOW_TURN = "And has Swami sent the Atlas review notes?"
 SCRIPT_TIMEOUT_S = 60.0
@@ -83,29 +80,6 @@ def run_example(example: Example, settings: Settings) -> str:
                           capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S, check=False)
     assert done.returncode == 0, f"example {example.name!r} failed:\n{done.stderr}"
     return done.stdout
-
-
-def replay_pages(turn_lines: list[bytes]) -> list[Volunteered]:
-    """The real decision core over Turn records, as Volunteered records a worker would publish."""
-    done = subprocess.run([sys.executable, "-m", "pipeline", "replay", "-", "--brain", str(SAMPLE_BRAIN), "--json"],
-                          input=b"\n".join(turn_lines) + b"\n", capture_output=True, cwd=ROOT,
-                          timeout=SCRIPT_TIMEOUT_S, check=False)
-    assert done.returncode == 0, done.stderr.decode()
-    channels = {}
-    for line in turn_lines:
-        turn = decode_turn(line)
-        assert turn is not None and turn.turn is not None
-        channels[(turn.session_id, turn.turn)] = (turn.channel or "stream", turn.ts_ms or 1_767_261_600_000)
-    pages = []
-    for line in done.stdout.splitlines():
-        obj = orjson.loads(line)
-        channel, ts_ms = channels[(obj["session_id"], obj["turn"])]
-        pages.append(Volunteered(
-            event_id=event_id_for(obj["session_id"], obj["turn"], obj["source_id"], obj["slug"], channel),
-            session_id=obj["session_id"], turn=obj["turn"], slug=obj["slug"], source_id=obj["source_id"],
-            display=obj["display"], confidence=obj["confidence"], arm=obj["arm"], rationale=obj["rationale"],
-            synopsis=obj["synopsis"], channel=channel, volunteered_at=rfc3339_ms(ts_ms)))
-    return pages
 
 
 async def stand_in_worker(settings: Settings, expected_turns: int, only_turn: int | None = None) -> list[Volunteered]:
