@@ -142,6 +142,11 @@ class BrainIndex:
     def page(self, page_id: int) -> Page:
         return self._by_id[page_id]
 
+    @property
+    def pages_by_id(self) -> Mapping[int, Page]:
+        """Live pages by id (read-only view for hot loops)."""
+        return self._by_id
+
     def live_page(self, source_id: str, slug: str) -> Page | None:
         return self._by_key.get((source_id, slug))
 
@@ -160,6 +165,11 @@ class BrainIndex:
     def person_ids_with_surname(self, token_lc: str) -> tuple[int, ...]:
         """``type = 'person' AND lower(title) LIKE '% ' || token`` for a token without spaces."""
         return self._surname.get(token_lc, _EMPTY)
+
+    @property
+    def alias_index(self) -> Mapping[str, Mapping[str, tuple[str, ...]]]:
+        """norm -> source -> live slugs, as a read-only view for hot loops (see :meth:`alias_targets`)."""
+        return self._alias
 
     def alias_targets(self, norm: str) -> Mapping[str, tuple[str, ...]] | None:
         """Live alias targets of ``norm``: source -> distinct slugs (stale rows already dropped)."""

@@ -52,10 +52,22 @@ def clamp_window_turns(raw: object) -> int:
     return min(MAX_WINDOW_TURNS, max(1, math.floor(raw)))
 
 
+def _is_collapsed(text: str) -> bool:
+    """Cheap proof that ``collapse_whitespace(text) == text``: only plain single spaces inside.
+
+    ``str.isprintable`` is false for every whitespace character except the ASCII space.
+    """
+    return text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " "
+
+
 def candidates_by_norm(candidates: Iterable[WindowCandidate]) -> dict[str, WindowCandidate]:
     """norm -> candidate, first wins: how the gate joins a pointer back to its salience facts."""
-    by_norm: dict[str, WindowCandidate] = {}
-    for c in candidates:
+    items = candidates if isinstance(candidates, list) else list(candidates)
+    by_norm = {c.norm: c for c in items}
+    if len(by_norm) == len(items) and "" not in by_norm:
+        return by_norm  # the usual case: a merged window has one candidate per norm
+    by_norm = {}
+    for c in items:
         if c.norm and c.norm not in by_norm:
             by_norm[c.norm] = c
     return by_norm
@@ -102,7 +114,9 @@ def gate(
         confidence = min(0.99, ARM_CONFIDENCE[p.arm] + boost)
         if confidence < threshold:
             continue
-        display = collapse_whitespace(p.display) if collapse_display else p.display
+        display = p.display
+        if collapse_display and not _is_collapsed(display):
+            display = collapse_whitespace(display)
         out.append(
             VolunteeredPage(
                 slug=p.slug,

@@ -11,10 +11,10 @@ from typing import Any
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import Candidate, extract_candidates
-from pipeline.core.gate import candidates_by_norm, gate
+from pipeline.core.gate import gate
 from pipeline.core.jscompat import is_js_number
 from pipeline.core.normalize import JS_WHITESPACE
-from pipeline.core.resolve import RESOLVER_POOL, resolve
+from pipeline.core.resolve import RESOLVER_POOL, resolve_with_index
 from pipeline.core.types import VolunteeredPage
 from pipeline.core.window import merge_window, parse_window
 
@@ -53,7 +53,7 @@ def decide(
     candidates = merge_window(turns)
     if not candidates:
         return []
-    pointers = resolve(
+    pointers, by_norm = resolve_with_index(
         candidates,
         brain,
         source_ids,
@@ -65,7 +65,7 @@ def decide(
         return []
     return gate(
         pointers,
-        candidates_by_norm(candidates),
+        by_norm,
         window_size=len(turns),
         max_pages=max_pages,
         min_confidence=min_confidence,

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import CJK_CHARS
+from pipeline.core.gate import candidates_by_norm
 from pipeline.core.pages import Page
 from pipeline.core.types import ARM_CONFIDENCE, Pointer
 from pipeline.core.window import WindowCandidate
@@ -43,24 +44,39 @@ def resolve(
     max_pointers: int = RESOLVER_POOL,
 ) -> list[Pointer]:
     """Resolve window candidates (salience order, norms unique) to pointers, in resolver order."""
+    return resolve_with_index(
+        candidates, brain, source_ids, prior_context=prior_context, lexical_arms=lexical_arms, max_pointers=max_pointers
+    )[0]
+
+
+def resolve_with_index(
+    candidates: Sequence[WindowCandidate],
+    brain: BrainIndex,
+    source_ids: Sequence[str],
+    *,
+    prior_context: str | None = None,
+    lexical_arms: bool = True,
+    max_pointers: int = RESOLVER_POOL,
+) -> tuple[list[Pointer], dict[str, WindowCandidate]]:
+    """:func:`resolve`, also returning the norm -> candidate map it built (empty when nothing
+    resolved), so the gate can reuse it instead of building it again."""
     if not candidates or not source_ids:
-        return []
+        return [], {}
     scope = source_ids if isinstance(source_ids, list | tuple) else list(source_ids)
 
+    weak_norms = [c.norm for c in candidates if c.weak] if lexical_arms else []
     strong_norms: list[str] = []
-    weak_norms: list[str] = []
     titles_lc: dict[str, str] = {}  # title_lc -> first norm (titleToNorm); the keys are the title set
     slug_to_norm: dict[str, str] = {}
     surname_to_norm: dict[str, str] = {}  # armed surname token -> first norm, in candidate order
     row_ids: set[int] = set()  # arm 2: every page matched by title, slug, slug tail or surname
+    query_info = brain.query_info
     for c in candidates:
         if c.weak:
-            if lexical_arms:
-                weak_norms.append(c.norm)
             continue
         norm = c.norm
         strong_norms.append(norm)
-        title_lc, slug, token, ids, surname_ids = brain.query_info(c.query)
+        title_lc, slug, token, ids, surname_ids = query_info(c.query)
         titles_lc.setdefault(title_lc, norm)
         if slug:
             slug_to_norm.setdefault(slug, norm)
@@ -71,7 +87,7 @@ def resolve(
             if surname_ids:
                 row_ids.update(surname_ids)
     if not strong_norms and not weak_norms:
-        return []
+        return [], {}
 
     pushes: list[_Push] = []
     claimed: set[tuple[str, str]] = set()
@@ -83,7 +99,7 @@ def resolve(
             pushes.append((page, arm, norm))
 
     # Arm 1: alias. Strong norms are unique per source; weak norms must be unique over the scope.
-    alias_targets = brain.alias_targets
+    alias_targets = brain.alias_index.get
     strong_hits = [(norm, targets) for norm in strong_norms if (targets := alias_targets(norm)) is not None]
     for src in scope:
         for norm, targets in strong_hits:
@@ -96,16 +112,24 @@ def resolve(
         targets = alias_targets(norm)
         if targets is None:
             continue
-        alias_hits = [(src, slug) for src in scope for slug in targets.get(src, ())]
-        if len(alias_hits) == 1:
-            page = brain.live_page(*alias_hits[0])
+        total, hit = 0, None
+        for src in scope:
+            slugs = targets.get(src)
+            if slugs:
+                total += len(slugs)
+                if total > 1:
+                    break
+                hit = (src, slugs[0])
+        if total == 1 and hit is not None:
+            page = brain.live_page(*hit)
             if page is not None:
                 push(page, "alias", norm)
 
     # Arm 2: exact title, else exact slug / slug tail, else surname; rows in page-id order.
     if row_ids:
         in_scope = frozenset(scope)
-        rows = [page for page in map(brain.page, sorted(row_ids)) if page.source_id in in_scope]
+        by_id = brain.pages_by_id
+        rows = [page for page in map(by_id.__getitem__, sorted(row_ids)) if page.source_id in in_scope]
         surname_hits: dict[str, list[Page]] = {}
         surname_coverage: dict[str, int] = {}
         for page in rows:
@@ -138,18 +162,22 @@ def resolve(
             _cjk_arm(cjk_norms, brain, frozenset(scope), push)
 
     if not pushes:
-        return []
+        return [], {}
     prior_lc = prior_context.lower() if prior_context else ""
-    display_by_norm = {c.norm: c.display for c in candidates if lexical_arms or not c.weak}
+    by_norm = candidates_by_norm(candidates)
     pointers: list[Pointer] = []
     for page, arm, norm in pushes:
         if prior_lc and page.slug.lower() in prior_lc:
             continue
-        display = display_by_norm.get(brain.title_norm(page)) or page.title or page.slug[page.slug.rfind("/") + 1 :]
+        # The label: the surface of the candidate whose norm is the page title's (weak ones only
+        # when the lexical arms are on), else the title, else the slug tail.
+        cand = by_norm.get(brain.title_norm(page))
+        display = cand.display if cand is not None and (lexical_arms or not cand.weak) else ""
+        display = display or page.title or page.slug[page.slug.rfind("/") + 1 :]
         pointers.append(Pointer(display, page.slug, page.source_id, brain.synopsis(page), arm, ARM_CONFIDENCE[arm], norm))
         if len(pointers) >= max_pointers:
             break
-    return pointers
+    return pointers, by_norm
 
 
 def _cjk_arm(

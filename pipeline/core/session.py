@@ -49,11 +49,12 @@ class DecisionOptions:
     lexical_arms: bool = True
     exclude_slug_prefixes: tuple[str, ...] = ()
     collapse_display: bool = True
+    effective_window_turns: int = field(init=False, repr=False, compare=False)
+    """``min(64, max(1, floor(window_turns)))``; non-finite -> 4 (computed once)."""
 
-    @property
-    def effective_window_turns(self) -> int:
-        """``min(64, max(1, floor(window_turns)))``; non-finite -> 4."""
-        return clamp_window_turns(self.window_turns)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "effective_window_turns", clamp_window_turns(self.window_turns))
+        object.__setattr__(self, "exclude_slug_prefixes", tuple(self.exclude_slug_prefixes))
 
 
 @dataclass(slots=True)

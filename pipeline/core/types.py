@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 ARM_CONFIDENCE: dict[str, float] = {
     "alias": 0.9,
@@ -17,8 +17,7 @@ ARM_CONFIDENCE: dict[str, float] = {
 ARMS = tuple(ARM_CONFIDENCE)
 
 
-@dataclass(frozen=True, slots=True)
-class Pointer:
+class Pointer(NamedTuple):
     """One resolved page, in resolver order, before the gate. ``matched_norm`` is the claiming candidate."""
 
     display: str

@@ -148,3 +148,13 @@ def test_incremental_state_equals_recomputing_the_window(
 @pytest.mark.parametrize("raw", [math.nan, math.inf, -math.inf, -1, 0, 0.5, 0.999, True, "3", None])
 def test_max_pages_nonsense_means_three(raw: Any) -> None:
     assert clamp_max_pages(raw) == 3
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(["a", "b", " ", "\u00a0", "\n", "\t", "\u2028", "\ufeff", "\u3000", "\x1c"])))
+def test_fast_collapse_check_is_sound(text: str) -> None:
+    """The gate skips the whitespace collapse only when it provably changes nothing."""
+    from pipeline.core.gate import _is_collapsed
+
+    if _is_collapsed(text):
+        assert collapse_whitespace(text) == text

@@ -1,0 +1,302 @@
+"""Decision-core speed: replay (watch semantics) and op throughput, per-stage cost, brain build.
+
+Prints figures only; nothing is asserted. One process, one core, brain index built once.
+
+    .venv/bin/python bench/core_bench.py            # conformance corpus + synthetic 100k-page brain
+    .venv/bin/python bench/core_bench.py --pages 20000 --sessions 500
+
+Figures (see docs/performance.md, "Decision core"):
+- replay turns/s on the 450 conformance watch sessions, first pass (cold caches) and steady state,
+  through ``step`` and through ``replay_lines`` (JSON decoding of Turn records included);
+- the same on a synthetic brain of ``--pages`` pages with generated sessions that name its pages;
+- op mode (``volunteer_context`` on the 450 conformance op windows): calls/s and window turns/s;
+- per-stage microseconds per turn: extract, merge, resolve, gate, and synopsis per page;
+- brain build time and resident-memory growth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import resource
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import orjson  # noqa: E402
+
+from pipeline.braindir import load_brain_dir  # noqa: E402
+from pipeline.cli.replay_cmd import replay_lines  # noqa: E402
+from pipeline.core import extract as extract_mod  # noqa: E402
+from pipeline.core.brain import BrainIndex  # noqa: E402
+from pipeline.core.extract import extract_candidates  # noqa: E402
+from pipeline.core.gate import candidates_by_norm, gate  # noqa: E402
+from pipeline.core.op import volunteer_context  # noqa: E402
+from pipeline.core.pages import Page  # noqa: E402
+from pipeline.core.resolve import resolve  # noqa: E402
+from pipeline.core.session import DecisionOptions, SessionState, parse_watch_line, step  # noqa: E402
+from pipeline.core.synopsis import safe_synopsis  # noqa: E402
+from pipeline.core.window import merge_window  # noqa: E402
+
+CONFORMANCE = ROOT / "tests" / "fixtures" / "conformance"
+Session = tuple[str, DecisionOptions, str, list[tuple[str, str]]]  # (id, options, source, turns)
+
+
+def rss_bytes() -> int:
+    """Current resident set size (Linux /proc), else the peak from getrusage."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * resource.getpagesize()
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def clear_text_caches(brain: BrainIndex | None = None) -> None:
+    """Empty the memo caches so a pass measures first sight of every surface, word and query."""
+    for cache in (extract_mod._surface_cache, extract_mod._handle_cache, extract_mod._weak_cache):
+        cache.clear()
+    if brain is not None:
+        brain._query_cache.clear()
+        brain._synopsis.clear()
+        brain._title_norm.clear()
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def run_sessions(sessions: list[Session], brain: BrainIndex) -> int:
+    turns = 0
+    for _, options, source, session_turns in sessions:
+        state = SessionState()
+        for role, text in session_turns:
+            step(state, role, text, brain, source_id=source, options=options)
+            turns += 1
+    return turns
+
+
+def turn_records(sessions: list[Session]) -> list[bytes]:
+    lines = []
+    for sid, _, source, session_turns in sessions:
+        for i, (role, text) in enumerate(session_turns, 1):
+            lines.append(orjson.dumps({"session_id": sid, "role": role, "text": text, "turn": i, "source_id": source}))
+    return lines
+
+
+def report_replay(label: str, sessions: list[Session], brain: BrainIndex, repeats: int = 3) -> None:
+    clear_text_caches(brain)  # first pass: no surface, word, query or synopsis seen before
+    start = time.perf_counter()
+    cold_turns = run_sessions(sessions, brain)
+    cold = cold_turns / (time.perf_counter() - start)
+    warm_s = min(timed(lambda: run_sessions(sessions, brain)) for _ in range(repeats))
+    warm = cold_turns / warm_s
+    lines = turn_records(sessions)
+    options = sessions[0][1]
+    lines_s = min(timed(lambda: replay_lines(lines, brain, options=options)) for _ in range(repeats))
+    print(f"  {label}: {len(sessions)} sessions, {cold_turns} turns")
+    print(f"    replay via step, first pass (cold caches) : {cold:10,.0f} turns/s  ({1e6 / cold:6.1f} µs/turn)")
+    print(f"    replay via step, steady state             : {warm:10,.0f} turns/s  ({1e6 / warm:6.1f} µs/turn)")
+    print(f"    replay_lines (JSON Turn records decoded)  : {cold_turns / lines_s:10,.0f} turns/s")
+
+
+def conformance_sessions() -> list[Session]:
+    out = []
+    for line in (CONFORMANCE / "cases-watch.jsonl").read_text(encoding="utf-8").splitlines():
+        case = json.loads(line)
+        flags = case["flags"]
+        options = DecisionOptions(
+            window_turns=flags.get("window_turns", 4),
+            max_pages=flags.get("max_pages"),
+            min_confidence=flags.get("min_confidence"),
+            lexical_arms=flags.get("lexical_arms", True),
+        )
+        turns = [t for t in map(parse_watch_line, case["lines"]) if t is not None]
+        out.append((case["session_id"], options, flags.get("source", "default"), turns))
+    return out
+
+
+def report_stages(sessions: list[Session], brain: BrainIndex) -> None:
+    """Per-turn cost of each stage, on the windows the replay actually sees (steady state)."""
+    texts: list[str] = []
+    windows: list[list[tuple[str, list[Any]]]] = []
+    for _, options, _, session_turns in sessions:
+        window: list[tuple[str, list[Any]]] = []
+        for role, text in session_turns:
+            texts.append(text)
+            window = [*window, (role, extract_candidates(text))][-options.effective_window_turns :]
+            windows.append(window)
+    merged = [merge_window(w) for w in windows]
+    pointers = [resolve(m, brain, ["default"]) for m in merged]
+    n = len(texts)
+
+    def per_turn(fn: Callable[[], Any]) -> float:
+        return min(timed(fn) for _ in range(3)) / n * 1e6
+
+    def each(items: Iterable[Any], fn: Callable[[Any], Any]) -> Callable[[], None]:
+        def run() -> None:
+            for item in items:
+                fn(item)
+
+        return run
+
+    print(f"  per stage, µs per turn (steady state, {n} turns):")
+    print(f"    extract (one new turn)     : {per_turn(each(texts, extract_candidates)):6.2f}")
+    print(f"    merge (rolling window)     : {per_turn(each(windows, merge_window)):6.2f}")
+    print(f"    resolve (all arms)         : {per_turn(each(merged, lambda m: resolve(m, brain, ['default']))):6.2f}")
+    pairs = [(p, m) for p, m in zip(pointers, merged, strict=True) if p]
+    gate_s = min(timed(each(pairs, lambda pm: gate(pm[0], candidates_by_norm(pm[1]), window_size=4))) for _ in range(3))
+    print(f"    gate (turns with pointers) : {gate_s / n * 1e6:6.2f}   ({len(pairs)} of {n} turns have pointers)")
+
+
+def report_synopsis(pages: list[Page]) -> None:
+    sample = pages[: min(len(pages), 20_000)]
+    secs = min(timed(each_page(sample)) for _ in range(3))
+    print(f"  synopsis: {secs / len(sample) * 1e6:6.2f} µs per page (computed once per page, then cached)")
+
+
+def each_page(pages: list[Page]) -> Callable[[], None]:
+    def run() -> None:
+        for page in pages:
+            safe_synopsis(page.compiled_truth, page.frontmatter)
+
+    return run
+
+
+def report_op(brain: BrainIndex) -> None:
+    cases = [json.loads(line) for line in (CONFORMANCE / "cases-op.jsonl").read_text(encoding="utf-8").splitlines()]
+    cases = [c for c in cases if isinstance(c["window"], str) and c["window"].strip()]
+
+    def run() -> int:
+        turns = 0
+        for c in cases:
+            o = c["opts"]
+            r = volunteer_context(
+                c["window"], brain, source_ids=o.get("source_ids", ["default"]), prior_context=o.get("prior_context"),
+                max_pages=o.get("max_pages"), min_confidence=o.get("min_confidence"), lexical_arms=o.get("lexical_arms", True),
+            )
+            turns += r["window_turns"]
+        return turns
+
+    clear_text_caches(brain)
+    turns = run()
+    clear_text_caches(brain)
+    cold_s = timed(run)
+    warm_s = min(timed(run) for _ in range(3))
+    print(f"  op mode ({len(cases)} windows, {turns} turns in all):")
+    print(f"    first pass   : {len(cases) / cold_s:9,.0f} calls/s  {turns / cold_s:9,.0f} window turns/s")
+    print(f"    steady state : {len(cases) / warm_s:9,.0f} calls/s  {turns / warm_s:9,.0f} window turns/s")
+
+
+# ----------------------------------------------------------------------------- synthetic brain
+
+FIRST = ["Alice", "Bruno", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Keiko", "Lars", "Mira", "Nadia", "Omar", "Priya", "Quentin", "Rosa", "Samir", "Tove", "Ugo", "Vera", "Wen", "Ximena", "Yusuf", "Zofia", "Amara", "Bjorn", "Cyrus", "Dalia", "Emeka", "Freya", "Goran", "Hana", "Ivo", "Jana", "Kofi", "Leila", "Mateo", "Noor", "Otto", "Pia", "Ravi", "Sana", "Tariq", "Uma", "Viktor", "Wanda", "Yara", "Zane"]
+SYLLABLES = [
+    "ber", "cal", "dor", "fen", "gal", "har", "ist", "jor", "kel", "lan", "mor", "nov", "par", "quin", "ros", "sel",
+    "tor", "ul", "ven", "wick", "yar", "zen", "bra", "cor", "dun", "ell", "far", "gri", "hol", "ix", "kan", "lor",
+    "mal", "nor", "ost", "pen", "rud", "sta", "tam", "vor", "wal", "zor",
+]
+WORDS = ["the", "roadmap", "looks", "solid", "but", "we", "should", "check", "the", "numbers", "before", "friday", "and", "also", "ask", "about", "hiring", "pricing", "churn", "pipeline", "revenue", "customers", "onboarding", "contract", "renewal", "design", "review", "launch", "budget"]
+
+
+def surname(rng: random.Random) -> str:
+    return "".join(rng.choice(SYLLABLES) for _ in range(rng.choice((2, 3, 3, 3)))).capitalize()
+
+
+def synthetic_brain(n: int, seed: int = 7) -> tuple[list[Page], list[str]]:
+    """``n`` pages: half people (shared surnames, some with aliases), companies, projects, concepts."""
+    rng = random.Random(seed)
+    pages: list[Page] = []
+    names: list[str] = []
+    used: set[str] = set()
+    surnames = [surname(rng) for _ in range(max(50, n // 6))]
+    for i in range(1, n + 1):
+        kind = rng.random()
+        if kind < 0.5:
+            title, ptype, prefix = f"{rng.choice(FIRST)} {rng.choice(surnames)}", "person", "people"
+        elif kind < 0.75:
+            title, ptype, prefix = f"{surname(rng)} {rng.choice(['Labs', 'Robotics', 'Health', 'Capital', 'Systems'])}", "company", "companies"
+        elif kind < 0.9:
+            title, ptype, prefix = f"Project {surname(rng)}", "project", "projects"
+        else:
+            title, ptype, prefix = f"{surname(rng)} {rng.choice(['Method', 'Index', 'Loop'])}", "concept", "concepts"
+        slug = f"{prefix}/{title.lower().replace(' ', '-')}"
+        while slug in used:
+            slug += "-2"
+        used.add(slug)
+        frontmatter: dict[str, Any] = {}
+        if rng.random() < 0.3:
+            short = title.split()[0] if ptype == "company" else title.split()[-1]
+            frontmatter["aliases"] = [short if ptype != "person" else title.split()[0] + rng.choice(SYLLABLES)]
+        if rng.random() < 0.2:
+            frontmatter["summary"] = f"{title} in one line."
+        body = f"---\nsource: import\n---\n# {title}\n\n{title} works on {rng.choice(WORDS)}. More detail follows here.\n"
+        if rng.random() < 0.2:
+            body = "<!--- gbrain:takes:begin -->\n| 1 | hunch | take | 0.5 | private |\n<!--- gbrain:takes:end -->\n" + body
+        pages.append(Page(i, slug, title, type=ptype, compiled_truth=body, frontmatter=frontmatter, deleted=rng.random() < 0.01))
+        names.append(title)
+    return pages, names
+
+
+def synthetic_sessions(names: list[str], count: int, seed: int = 11) -> list[Session]:
+    rng = random.Random(seed)
+    options = DecisionOptions()
+    sessions: list[Session] = []
+    for s in range(count):
+        turns = []
+        for t in range(rng.randint(4, 12)):
+            name = rng.choice(names)
+            form = rng.random()
+            mention = name if form < 0.5 else (name.split()[-1] if form < 0.7 else (f"{name}'s" if form < 0.85 else name.lower()))
+            filler = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 14)))
+            text = f"{filler} {mention} {' '.join(rng.choice(WORDS) for _ in range(rng.randint(0, 8)))}".strip()
+            turns.append(("user" if t % 2 == 0 else "assistant", text))
+        sessions.append((f"syn-{s:05d}", options, "default", turns))
+    return sessions
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pages", type=int, default=100_000, help="synthetic brain size (default 100000)")
+    parser.add_argument("--sessions", type=int, default=2_000, help="synthetic sessions (default 2000)")
+    args = parser.parse_args()
+    print(f"Python {sys.version.split()[0]} on one core; figures are best of 3 unless marked first pass")
+
+    print("\nConformance corpus (3,121-page brain)")
+    t0 = time.perf_counter()
+    brain = load_brain_dir(CONFORMANCE / "brain")
+    print(f"  brain load + index: {(time.perf_counter() - t0) * 1000:.0f} ms")
+    gc.freeze()
+    sessions = conformance_sessions()
+    report_replay("watch sessions", sessions, brain)
+    report_op(brain)
+    report_stages(sessions, brain)
+
+    print(f"\nSynthetic brain ({args.pages:,} pages)")
+    pages, names = synthetic_brain(args.pages)
+    gc.collect()
+    before = rss_bytes()
+    t0 = time.perf_counter()
+    big = BrainIndex.build(pages)
+    build_s = time.perf_counter() - t0
+    gc.collect()
+    grown = rss_bytes() - before
+    print(f"  index build: {build_s:.2f} s, resident memory +{grown / 2**20:.0f} MiB for the index "
+          f"({big.live_page_count:,} live pages, {big.alias_row_count:,} alias rows)")
+    gc.freeze()
+    syn = synthetic_sessions(names, args.sessions)
+    report_replay("generated sessions", syn, big)
+    report_stages(syn, big)
+    report_synopsis(pages)
+
+
+if __name__ == "__main__":
+    main()
