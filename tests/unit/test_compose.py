@@ -418,3 +418,19 @@ def test_topics_follow_the_settings() -> None:
     assert int(kafka_env["KAFKA_REPLICA_FETCH_MAX_BYTES"]) >= need
     assert int(topics_env["MAX_MESSAGE_BYTES"]) >= need
     assert int(kafka_env["KAFKA_NUM_PARTITIONS"]) == int(volunteer_env()["VOLUNTEER_TOPIC_PARTITIONS"])
+
+
+def test_commands_in_the_deployment_guide_are_valid(services: dict[str, dict[str, Any]]) -> None:
+    """``docker compose … run --rm SERVICE [ARGS]`` lines of docs/deployment.md name real services,
+    and ARGS (the ``volunteer`` command that replaces the service's) parse."""
+    text = (ROOT / "docs" / "deployment.md").read_text(encoding="utf-8")
+    runs = re.findall(r"docker compose (?:--profile (\S+) )?run --rm ([\w-]+)([^#\n`]*)", text)
+    assert runs, "docs/deployment.md shows no `docker compose run` commands any more?"
+    errors: list[str] = []
+    for profile, name, args in runs:
+        assert name in services, f"docs/deployment.md runs service {name!r}, which compose.yaml does not have"
+        if services[name].get("profiles"):
+            assert profile in services[name]["profiles"], f"docs: `run {name}` needs --profile {services[name]['profiles'][0]}"
+        if args.strip() and is_ours(services[name]):
+            errors += check_invocation(f"docs/deployment.md `run --rm {name}{args.rstrip()}`", shlex.split(args))
+    assert not errors, "\n".join(errors)
