@@ -11,7 +11,7 @@ from sinks.cliopts import database_option, fail_on_db_error, parse_number, resol
 @database_option
 @click.option(
     "--source", "sources", multiple=True, metavar="ID",
-    help="Brain source to report on; repeat for several (default: default).",
+    help="Brain source to report on; repeat for several (default: VOLUNTEER_SOURCE, else 'default').",
 )
 @click.option("--days", default="30", metavar="N", show_default=True,
               help="Look-back window in days; anything not > 0 means 30, fractions are floored.")
@@ -29,8 +29,10 @@ def stats(database_url: str | None, sources: tuple[str, ...], days: str, as_json
       volunteer stats                          last 30 days, source 'default'
       volunteer stats --days 7 --source team --source default --json
     """
+    from pipeline.settings import load_settings
     from sinks.stats import run_stats_command
 
     url = resolve_database_url(database_url)
+    scope = list(sources) or [load_settings().source]
     with fail_on_db_error(url):
-        click.echo(run_stats_command(url, list(sources), parse_number(days), as_json), nl=False)
+        click.echo(run_stats_command(url, scope, parse_number(days), as_json), nl=False)

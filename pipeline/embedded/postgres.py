@@ -147,19 +147,35 @@ class EmbeddedPostgres:
 
     @property
     def running(self) -> bool:
-        return self._running
+        """Started by us and its postmaster process still alive (a killed server reads as stopped)."""
+        if not self._running or self._root is None:
+            return False
+        pid = self.server_pid()
+        return pid is not None and _alive(pid)
+
+    def server_pid(self) -> int | None:
+        """The postmaster's process id, from ``postmaster.pid`` (None when not running)."""
+        try:
+            first = (self.pgdata / "postmaster.pid").read_text().split("\n", 1)[0].strip()
+            return int(first)
+        except (OSError, ValueError):
+            return None
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> EmbeddedPostgres:
-        """Initialise the cluster if needed and start the server; returns once it accepts connections."""
-        if self._running:
+        """Initialise the cluster if needed and start the server; returns once it accepts connections.
+
+        After a crash (server killed) this restarts it: PostgreSQL recovers from its WAL.
+        """
+        if self.running:
             return self
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="volunteer-pg-"))
         self._prepare_dir()
         if not (self.pgdata / "PG_VERSION").is_file():
             self._initdb()
+        self._wait_for_dead_server()
         fixed_port = self._port is not None
         attempts = 1 if fixed_port else 3
         last_error: EmbeddedPostgresError | None = None
@@ -179,7 +195,7 @@ class EmbeddedPostgres:
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server, keeping its data (``mode``: smart, fast or immediate, as pg_ctl)."""
-        if self._root is None or not (self.pgdata / "postmaster.pid").exists():
+        if self._root is None or not self.running:  # never started, stopped, or already dead
             self._running = False
             return
         result = self._run(
@@ -248,6 +264,25 @@ class EmbeddedPostgres:
                     "folders are traversable by it (e.g. under /tmp or /var/lib)"
                 )
 
+    def _wait_for_dead_server(self, timeout: float = 30.0) -> None:
+        """After a crash, wait until the old postmaster has left the process table.
+
+        PostgreSQL refuses to start while the PID in a stale ``postmaster.pid`` still exists, and
+        a killed server lingers as a zombie until its parent (often PID 1 in a container) reaps it.
+        """
+        pid = self.server_pid()
+        if pid is None or _alive(pid):
+            return  # nothing stale; a live server elsewhere makes pg_ctl fail with its own message
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            except PermissionError:
+                return  # another user's process reuses the PID: PostgreSQL will sort it out
+            time.sleep(0.05)
+
     def _initdb(self) -> None:
         shutil.rmtree(self.pgdata, ignore_errors=True)
         cmd = [
@@ -289,6 +324,21 @@ class EmbeddedPostgres:
         return subprocess.run(
             cmd, check=check, capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd="/",
         )
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process exists and is not a zombie (in containers nobody may reap the server)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _tail(text: str | None, lines: int = 5) -> str:

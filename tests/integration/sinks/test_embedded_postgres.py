@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,3 +99,20 @@ def test_missing_binaries_say_what_to_do(monkeypatch: pytest.MonkeyPatch, tmp_pa
     with pytest.raises(PostgresNotFound) as info:
         EmbeddedPostgres()
     assert "install postgresql-15" in str(info.value) and "VOLUNTEER_DATABASE_URL" in str(info.value)
+
+
+def test_a_killed_server_reads_as_stopped_and_starts_again(data_dir: Path) -> None:
+    pg = EmbeddedPostgres(data_dir, durable=False)
+    try:
+        pg.start()
+        pid = pg.server_pid()
+        assert pid is not None and pg.running
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while pg.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not pg.running
+        pg.start()  # crash recovery from the stale postmaster.pid
+        assert pg.running and _one(pg.url, "SELECT 1") == 1
+    finally:
+        pg.close()
