@@ -11,8 +11,9 @@ embedded broker work too.
 
 from __future__ import annotations
 
-from pipeline.client.consumer import ConsumerClosed, Start, VolunteeredConsumer
-from pipeline.client.publisher import PublishError, Timestamp, TopicUnavailable, TurnPublisher, ts_to_ms
+from pipeline.client.consumer import Start, VolunteeredConsumer
+from pipeline.client.errors import ConsumerClosed, PublishError, TopicUnavailable
+from pipeline.client.publisher import Timestamp, TurnPublisher, ts_to_ms
 from topics.records import InvalidRecord, Turn, Volunteered
 
 __all__ = [

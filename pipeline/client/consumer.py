@@ -29,16 +29,13 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
+from pipeline.client.errors import ConsumerClosed, TopicUnavailable
 from pipeline.settings import Settings, load_settings
 from topics.records import InvalidRecord, Volunteered
 
 log = logging.getLogger(__name__)
 
 Start = Literal["latest", "earliest"]
-
-
-class ConsumerClosed(RuntimeError):
-    """The consumer was used after it was closed (or before it was started)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +143,7 @@ class VolunteeredConsumer:
         except BaseException as exc:
             await consumer.stop()
             if isinstance(exc, TimeoutError | KafkaError | OSError):
-                raise ConsumerClosed(
+                raise TopicUnavailable(
                     f"cannot read topic {self.topic!r} on {self.settings.broker}: "
                     f"{exc or type(exc).__name__}"
                 ) from exc
@@ -158,7 +155,7 @@ class VolunteeredConsumer:
         await consumer.topics()  # refresh metadata so a topic created a moment ago is known
         partitions = consumer.partitions_for_topic(self.topic)
         if not partitions:
-            raise ConsumerClosed(
+            raise TopicUnavailable(
                 f"topic {self.topic!r} does not exist on {self.settings.broker} (start a worker or create it)"
             )
         tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]

@@ -22,6 +22,7 @@ import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from pipeline.client.errors import PublishError, TopicUnavailable
 from pipeline.settings import Settings, load_settings
 from topics.records import InvalidRecord, Turn, decode_turn, parse_ts_ms
 
@@ -31,23 +32,6 @@ Timestamp = datetime | int | float | str
 """When a turn was said: an aware ``datetime``, epoch milliseconds, or an RFC 3339 string."""
 
 _RECORD_OVERHEAD = 64 * 1024  # JSON fields around the text, as topics.records allows
-
-
-class PublishError(RuntimeError):
-    """Turns the broker did not acknowledge; ``failed`` lists them so the caller can resend them."""
-
-    def __init__(self, failed: list[Turn], cause: BaseException, topic: str) -> None:
-        sessions = sorted({t.session_id for t in failed})
-        shown = ", ".join(sessions[:3]) + (f" and {len(sessions) - 3} more" if len(sessions) > 3 else "")
-        super().__init__(
-            f"{len(failed)} turn(s) of session(s) {shown} were not delivered to topic {topic!r}: {cause}"
-        )
-        self.failed = failed
-        self.cause = cause
-
-
-class TopicUnavailable(RuntimeError):
-    """The topic does not exist (or the broker does not answer) when the client starts."""
 
 
 def ts_to_ms(ts: Timestamp) -> int:

@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
-from pipeline.client import ConsumerClosed, Volunteered, VolunteeredConsumer
-from pipeline.settings import Settings
+from pipeline.client import ConsumerClosed, TopicUnavailable, Volunteered, VolunteeredConsumer
+from pipeline.embedded.tansu import free_port
+from pipeline.settings import Settings, load_settings
 from tests.integration.client.helpers import page, run, seed_pages, seed_raw
 
 pytestmark = pytest.mark.integration
@@ -146,3 +147,25 @@ def test_bad_arguments_are_refused(client_settings: Settings) -> None:
         VolunteeredConsumer(client_settings, start="middle")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="session_id"):
         VolunteeredConsumer(client_settings, session_id="")
+
+
+def test_records_without_a_key_are_filtered_by_their_session_id(client_settings: Settings) -> None:
+    mine, other = page("s", 1, "a/mine"), page("t", 1, "a/other")
+    run(seed_raw(client_settings, client_settings.topic_volunteered,
+                 [(None, other.to_json()), (None, mine.to_json())]))
+
+    async def read() -> list[Volunteered]:
+        async with VolunteeredConsumer(client_settings, session_id="s", start="earliest") as consumer:
+            return await consumer.drain()
+
+    assert run(read()) == [mine]
+
+
+def test_unreachable_broker_is_a_clear_error() -> None:
+    settings = load_settings(broker=f"kafka://127.0.0.1:{free_port()}")
+
+    async def scenario() -> None:
+        with pytest.raises(TopicUnavailable, match=r"cannot read topic 'volunteered' on kafka://127\.0\.0\.1"):
+            await VolunteeredConsumer(settings, join_timeout=5).start()
+
+    run(scenario())
