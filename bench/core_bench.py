@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
 import resource
 import sys
@@ -268,7 +269,9 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=100_000, help="synthetic brain size (default 100000)")
     parser.add_argument("--sessions", type=int, default=2_000, help="synthetic sessions (default 2000)")
     args = parser.parse_args()
-    print(f"Python {sys.version.split()[0]} on one core; figures are best of 3 unless marked first pass")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"Python {sys.version.split()[0]} on one core; best of 3 unless marked first pass; "
+          f"load average {load:.2f} on {os.cpu_count()} CPUs (other load makes these figures lower)")
 
     print("\nConformance corpus (3,121-page brain)")
     t0 = time.perf_counter()
