@@ -266,6 +266,8 @@ def context(
             raise click.UsageError("--batch reads requests from stdin; it cannot be combined with --window")
         # Requests may name any source, so a database brain is loaded whole.
         brain = load_brain(brain_dir, database_url, None)
+        if sys.stdin.isatty():
+            click.echo("reading JSON requests from the terminal, one per line; end with Ctrl-D", err=True)
         total, good = run_batch(sys.stdin.buffer, defaults, brain)
         if total and not good:
             raise click.ClickException(f"none of the {total} request line(s) was usable")

@@ -7,6 +7,7 @@ options on a recorded transcript and for checking what the worker will volunteer
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections import Counter
@@ -200,6 +201,7 @@ def replay(
         exclude_slug_prefixes=tuple(exclude_prefixes) or tuple(settings.exclude_slug_prefixes),
     )
     brain = load_brain(brain_dir, database_url, None)
+    gc.freeze()  # the brain lives as long as the process: keep it out of every full collection
     if file is sys.stdin.buffer and sys.stdin.isatty():
         click.echo("reading Turn records from the terminal; end with Ctrl-D", err=True)
 
