@@ -1,0 +1,105 @@
+"""Workers on real services: killed mid-stream and restarted, and two workers sharing the partitions.
+
+Both compare against the reference emissions of every default-flag watch session: nothing lost,
+nothing stored twice (the topic may repeat an event after a crash; the table never does).
+"""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from pipeline.settings import Settings
+from tests.integration.stream.conftest import WorkerFactory
+from tests.integration.stream.harness import (
+    CONFORMANCE_BRAIN,
+    assert_rows_match,
+    conformance_sessions,
+    copies,
+    count_rows,
+    distinct_by_session,
+    expected_events,
+    interleave,
+    run,
+    volunteered_on_topic,
+    wait_for_rows,
+)
+from topics.io import produce_turns
+
+pytestmark = pytest.mark.integration
+
+
+def wait_for_row_count(settings: Settings, at_least: int, timeout: float = 60) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        count = count_rows(settings.database_url)
+        if count >= at_least or time.monotonic() > deadline:
+            return count
+        time.sleep(0.01)
+
+
+def test_worker_killed_mid_stream_resumes_with_windows_and_dedupe_intact(
+        pipeline_settings: Settings, start_worker: WorkerFactory) -> None:
+    settings = pipeline_settings
+    sessions = copies(conformance_sessions(), 5)  # ~9k turns, so the kill lands mid-stream
+    expected = expected_events(sessions)
+    total = sum(len(v) for v in expected.values())
+    early = sum(1 for evs in expected.values() for e in evs if e[0] <= 4)
+
+    # Phase 1: the first four turns of every session; the worker is SIGKILLed while working on them.
+    run(produce_turns(settings, interleave(sessions, 0, 4)))
+    first = start_worker("--brain", str(CONFORMANCE_BRAIN))
+    stored = wait_for_row_count(settings, early // 3)
+    first.kill()
+    assert stored > 0, first.log()[-2000:]
+
+    # Phase 2: a new worker recovers the table (windows, dedupe, offsets) and gets the rest, whose
+    # emissions depend on the state the first worker built.
+    second = start_worker("--brain", str(CONFORMANCE_BRAIN))
+    run(produce_turns(settings, interleave(sessions, 4)))
+    events = volunteered_on_topic(settings, total)
+    assert distinct_by_session(events) == {sid: evs for sid, evs in expected.items() if evs}
+    assert_rows_match(wait_for_rows(settings.database_url, total), expected)
+
+    # A clean stop and restart changes nothing: the committed offsets are past everything.
+    assert second.stop() == 0
+    third = start_worker("--brain", str(CONFORMANCE_BRAIN))
+    third.wait_ready()
+    time.sleep(1.0)
+    assert_rows_match(wait_for_rows(settings.database_url, total), expected)
+    assert third.stop() == 0
+
+
+def test_two_workers_share_the_partitions_and_give_the_same_result(
+        pipeline_settings: Settings, start_worker: WorkerFactory) -> None:
+    settings = pipeline_settings
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:  # old events for the purge
+        conn.execute(
+            "INSERT INTO context_volunteer_events (source_id, slug, confidence, match_arm, rationale, channel, "
+            "session_id, turn, volunteered_at) SELECT 'default', 'old/page-' || g, 0.9, 'alias', '', 'op', "
+            "'old-session', g, now() - interval '100 days' FROM generate_series(1, 3) g")
+    every_second = {"VOLUNTEER_PURGE_CRON": "* * * * * *", "VOLUNTEER_PURGE_RETENTION_DAYS": "90"}
+    one = start_worker("--brain", str(CONFORMANCE_BRAIN), **every_second)
+    one.wait_ready()
+    two = start_worker("--brain", str(CONFORMANCE_BRAIN), **every_second)
+    two.wait_ready()
+    one.wait_ready(count=2)  # the rebalance that let the second worker in
+    owned_one, owned_two = set(one.owned_partitions()), set(two.owned_partitions())
+    assert owned_one and owned_two and not owned_one & owned_two
+    assert owned_one | owned_two == {0, 1, 2, 3}
+
+    sessions = conformance_sessions()
+    expected = expected_events(sessions)
+    total = sum(len(v) for v in expected.values())
+    run(produce_turns(settings, interleave(sessions)))
+    events = volunteered_on_topic(settings, total)
+    assert distinct_by_session(events) == {sid: evs for sid, evs in expected.items() if evs}
+    assert len(events) == total
+    assert_rows_match(wait_for_rows(settings.database_url, total), expected)  # the old rows are purged by now
+
+    # the purge ran, and only on the leader
+    purging = [w for w in (one, two) if "purge: deleted" in w.log()]
+    assert len(purging) == 1, [w.log()[-1500:] for w in (one, two)]
+    assert one.stop() == 0 and two.stop() == 0
