@@ -1,0 +1,190 @@
+"""The window agent's batch logic, without Faust: same per-session results as ``volunteer replay``,
+dead letters with reasons, and the crash-consistency rules of design.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from pipeline.agents.state import SessionRecord
+from pipeline.agents.window import BatchOutput, InRecord, WindowProcessor
+from pipeline.braindir import load_brain_dir
+from pipeline.cli.replay_cmd import replay_lines
+from pipeline.core.brain import BrainIndex
+from pipeline.core.session import DecisionOptions
+from pipeline.settings import Settings, load_settings
+from topics.records import Turn, Volunteered, decode_turn, event_id_for, rfc3339_ms
+
+SAMPLES = Path(__file__).resolve().parents[3] / "pipeline" / "samples"
+NOW = 1_800_000_000_000
+
+
+@pytest.fixture(scope="module")
+def brain() -> BrainIndex:
+    return load_brain_dir(SAMPLES / "brain")
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return load_settings(broker="kafka://127.0.0.1:9092", channel="stream-test")
+
+
+def transcript() -> list[bytes]:
+    return [line for line in (SAMPLES / "transcript.jsonl").read_bytes().splitlines() if line.strip()]
+
+
+def records(values: list[bytes], keys: list[bytes | None] | None = None, partition: int = 0,
+            first_offset: int = 0) -> list[InRecord]:
+    out = []
+    for i, value in enumerate(values):
+        key = keys[i] if keys is not None else orjson.loads(value)["session_id"].encode()
+        out.append(InRecord(key, value, partition, first_offset + i))
+    return out
+
+
+class Table(dict[bytes, bytes]):
+    def save(self, out: BatchOutput) -> None:
+        for key, record in out.states.items():
+            self[key] = record.to_bytes()
+
+
+def events(out: BatchOutput) -> list[Volunteered]:
+    return [Volunteered.from_json(value) for _, value in out.volunteered]
+
+
+def test_same_pages_as_replay_in_one_batch_or_many(brain: BrainIndex, settings: Settings) -> None:
+    lines = transcript()
+    want: list[tuple[str, int, str]] = []
+    replay_lines(lines, brain, options=DecisionOptions(), on_page=lambda s, t, p: want.append((s, t, p.slug)))
+    assert len(want) >= 10
+
+    one = WindowProcessor(settings).process(records(lines), brain, Table().get, NOW)
+    assert [(e.session_id, e.turn, e.slug) for e in events(one)] == want
+
+    table, got = Table(), []
+    processor = WindowProcessor(settings)
+    for i, rec in enumerate(records(lines)):
+        out = processor.process([rec], brain, table.get, NOW + i)
+        table.save(out)
+        got.extend((e.session_id, e.turn, e.slug) for e in events(out))
+    assert got == want
+
+
+def test_event_fields(brain: BrainIndex, settings: Settings) -> None:
+    lines = transcript()
+    out = WindowProcessor(settings).process(records(lines), brain, Table().get, NOW)
+    turns = {(t.session_id, t.turn): t for t in (decode_turn(v) for v in lines) if t is not None}
+    assert out.volunteered
+    for key, value in out.volunteered:
+        event = Volunteered.from_json(value)
+        assert key == event.session_id.encode()
+        turn = turns[(event.session_id, event.turn)]
+        assert event.channel == turn.channel == "demo"  # the turn's channel wins over the settings
+        assert event.event_id == event_id_for(event.session_id, event.turn, event.source_id, event.slug, "demo")
+        assert turn.ts_ms is not None
+        assert event.volunteered_at == rfc3339_ms(turn.ts_ms)  # from the turn's ts, not processing time
+
+
+def test_defaults_for_channel_source_and_time(brain: BrainIndex, settings: Settings) -> None:
+    turn = Turn("s", "user", "Alice Example called about Northwind.")
+    out = WindowProcessor(settings).process(records([turn.to_json()]), brain, Table().get, NOW)
+    got = events(out)
+    assert [e.slug for e in got] == ["companies/northwind-ventures", "people/alice-example"]
+    assert {e.channel for e in got} == {"stream-test"}
+    assert {e.source_id for e in got} == {"default"}
+    assert {e.volunteered_at for e in got} == {"2027-01-15T08:00:00.000Z"}
+    other = WindowProcessor(load_settings(source="team")).process(records([turn.to_json()]), brain,
+                                                                  Table().get, NOW)
+    assert events(other) == []  # the sample brain has no 'team' source
+
+
+def test_redelivery_after_the_state_was_saved_is_skipped(brain: BrainIndex, settings: Settings) -> None:
+    """Records at or before the offset saved with their session were fully handled: skip them,
+    also when they carry no turn number (else they would be counted as new turns)."""
+    values = [Turn("s", "user", "Alice Example called.").to_json(),
+              Turn("s", "user", "Ronan Galewright too.").to_json()]
+    table = Table()
+    processor = WindowProcessor(settings)
+    first = processor.process(records(values), brain, table.get, NOW)
+    table.save(first)
+    assert [(e.turn, e.slug) for e in events(first)] == [(1, "people/alice-example"),
+                                                         (2, "people/ronan-galewright")]
+    again = processor.process(records(values), brain, table.get, NOW)
+    assert again.volunteered == [] and again.skipped == 2
+    later = processor.process(records([Turn("s", "user", "Alice Example again, and Kiteline.").to_json()],
+                                      first_offset=2), brain, table.get, NOW)
+    assert [(e.turn, e.slug) for e in events(later)] == [(3, "companies/kiteline")]  # numbering and dedupe kept
+
+
+def test_reprocessing_from_the_old_state_emits_identical_events(brain: BrainIndex, settings: Settings) -> None:
+    """A crash before the state was saved: the batch runs again from the older state and must
+    publish exactly the same records (same event_id, same bytes)."""
+    lines = transcript()
+    table = Table()
+    processor = WindowProcessor(settings)
+    head = processor.process(records(lines[:5]), brain, table.get, NOW)
+    table.save(head)
+    first = processor.process(records(lines[5:], first_offset=5), brain, table.get, NOW)
+    second = processor.process(records(lines[5:], first_offset=5), brain, table.get, NOW + 999)
+    assert first.volunteered and first.volunteered == second.volunteered
+
+
+def test_duplicate_turn_numbers_re_emit_the_first_pages(brain: BrainIndex, settings: Settings) -> None:
+    table = Table()
+    processor = WindowProcessor(settings)
+    value = Turn("s", "user", "Alice Example called.", turn=7).to_json()
+    first = processor.process(records([value]), brain, table.get, NOW)
+    table.save(first)
+    # the producer sent the same turn again (a new offset): same event, the sink keeps one row
+    dup = processor.process(records([value], first_offset=1), brain, table.get, NOW)
+    assert dup.volunteered == first.volunteered
+
+
+BAD_CASES: list[tuple[bytes | None, bytes | None, str]] = [
+    (None, Turn("s", "user", "hi").to_json(), "missing_key"),
+    (b"s", b"{nope", "invalid_json"),
+    (b"s", b'{"session_id": "s", "role": "user", "text": "\xff"}', "invalid_utf8"),
+    (b"s", b'{"session_id": "s", "role": "robot", "text": "hi"}', "unknown_role"),
+    (b"t", Turn("s", "user", "hi").to_json(), "key_mismatch"),
+    (b"s", None, "missing_value"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "code"), BAD_CASES)
+def test_bad_records_become_dead_letters(brain: BrainIndex, settings: Settings, key: bytes | None,
+                                         value: bytes | None, code: str) -> None:
+    out = WindowProcessor(settings).process([InRecord(key, value, 3, 41)], brain, Table().get, NOW)
+    assert out.volunteered == [] and not out.states
+    ((dead_key, letter),) = out.dead
+    obj: dict[str, Any] = orjson.loads(letter)
+    assert dead_key == key
+    assert (obj["error"], obj["partition"], obj["offset"], obj["topic"]) == (code, 3, 41, settings.topic_turns)
+    assert obj["message"]
+
+
+def test_blank_turns_are_not_turns(brain: BrainIndex, settings: Settings) -> None:
+    out = WindowProcessor(settings).process(records([Turn("s", "user", "x").to_json().replace(b'"x"', b'"  "')]),
+                                            brain, Table().get, NOW)
+    assert out.dead == [] and out.volunteered == [] and out.skipped == 1 and out.turns == 0
+
+
+def test_a_failing_decision_is_dead_lettered_not_raised(settings: Settings) -> None:
+    class Broken:
+        def __getattr__(self, name: str) -> Any:
+            raise RuntimeError("brain exploded")
+
+    out = WindowProcessor(settings).process(records([Turn("s", "user", "Alice Example").to_json()]),
+                                            Broken(), Table().get, NOW)  # type: ignore[arg-type]
+    assert [orjson.loads(v)["error"] for _, v in out.dead] == ["processing_error"]
+    assert "brain exploded" in orjson.loads(out.dead[0][1])["message"]
+
+
+def test_unreadable_saved_state_starts_the_session_afresh(brain: BrainIndex, settings: Settings) -> None:
+    table = Table({b"s": b"garbage"})
+    out = WindowProcessor(settings).process(records([Turn("s", "user", "Alice Example").to_json()]), brain,
+                                            table.get, NOW)
+    assert [e.slug for e in events(out)] == ["people/alice-example"]
+    assert SessionRecord.from_bytes(out.states[b"s"].to_bytes()).state.last_turn == 1
