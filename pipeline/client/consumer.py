@@ -137,6 +137,7 @@ class VolunteeredConsumer:
                 await self._assign_all(consumer)
             else:
                 await asyncio.wait_for(start_consumer(consumer, self.settings), self._join_timeout)
+                await self._require_topic(consumer)
                 consumer.subscribe([self.topic], listener=_Listener(self))
                 await asyncio.wait_for(self._joined.wait(), self._join_timeout)
                 await self._pin_positions(consumer, consumer.assignment())
@@ -151,13 +152,21 @@ class VolunteeredConsumer:
         self._consumer = consumer
         return self
 
+    async def _require_topic(self, consumer: AIOKafkaConsumer) -> None:
+        """Fail clearly on a missing topic. Listing all topics never creates one, whereas a
+        metadata request for it would make an auto-creating broker create it with its own
+        partition count."""
+        if self.topic not in await consumer.topics():
+            raise TopicUnavailable(
+                f"topic {self.topic!r} does not exist on {self.settings.broker}; start a worker "
+                "(it creates the topics) or create it"
+            )
+
     async def _assign_all(self, consumer: AIOKafkaConsumer) -> None:
-        await consumer.topics()  # refresh metadata so a topic created a moment ago is known
+        await self._require_topic(consumer)
         partitions = consumer.partitions_for_topic(self.topic)
         if not partitions:
-            raise TopicUnavailable(
-                f"topic {self.topic!r} does not exist on {self.settings.broker} (start a worker or create it)"
-            )
+            raise TopicUnavailable(f"topic {self.topic!r} on {self.settings.broker} has no partitions")
         tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
         consumer.assign(tps)
         await self._pin_positions(consumer, set(tps), resume_committed=False)

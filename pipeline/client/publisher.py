@@ -100,13 +100,25 @@ class TurnPublisher:
         producer = make_producer(self.settings, **self._producer_options)
         try:
             await asyncio.wait_for(producer.start(), self._start_timeout)
+            # Listing all topics never creates one; asking for this topic's metadata would make a
+            # broker with auto-creation (the embedded one always) create it with *its* partition
+            # count, which then fixes the session-to-partition mapping for good.
+            cluster = await asyncio.wait_for(producer.client.fetch_all_metadata(), self._start_timeout)
+            if self.topic not in cluster.topics():
+                raise TopicUnavailable(
+                    f"topic {self.topic!r} does not exist on {self.settings.broker}; start a worker "
+                    "(it creates the topics) or create it with the partition count of the deployment"
+                )
             await asyncio.wait_for(producer.partitions_for(self.topic), self._start_timeout)
         except (TimeoutError, KafkaError, OSError) as exc:
             await producer.stop()
             raise TopicUnavailable(
                 f"cannot publish to topic {self.topic!r} on {self.settings.broker}: "
-                f"{exc or type(exc).__name__} (is the broker up, and the topic created?)"
+                f"{exc or type(exc).__name__} (is the broker up?)"
             ) from exc
+        except BaseException:
+            await producer.stop()
+            raise
         self._producer = producer
         return self
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -10,6 +11,7 @@ from pipeline.client import ConsumerClosed, TopicUnavailable, Volunteered, Volun
 from pipeline.embedded.tansu import free_port
 from pipeline.settings import Settings, load_settings
 from tests.integration.client.helpers import page, run, seed_pages, seed_raw
+from topics.clients import make_admin
 
 pytestmark = pytest.mark.integration
 
@@ -169,3 +171,20 @@ def test_unreachable_broker_is_a_clear_error() -> None:
             await VolunteeredConsumer(settings, join_timeout=5).start()
 
     run(scenario())
+
+
+@pytest.mark.parametrize("group", [False, True])
+def test_a_missing_topic_is_reported_not_created(stream_settings: Callable[..., Settings], group: bool) -> None:
+    settings = stream_settings()
+
+    async def scenario() -> set[str]:
+        with pytest.raises(TopicUnavailable, match=rf"topic '{settings.topic_volunteered}' does not exist"):
+            await VolunteeredConsumer(settings, group_id=settings.app_id if group else None).start()
+        admin = make_admin(settings)
+        await admin.start()
+        try:
+            return set(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    assert settings.topic_volunteered not in run(scenario())

@@ -15,6 +15,7 @@ from pipeline.client import InvalidRecord, PublishError, TopicUnavailable, TurnP
 from pipeline.embedded.tansu import EmbeddedBroker, free_port
 from pipeline.settings import Settings, load_settings
 from tests.integration.client.helpers import read_topic, run
+from topics.clients import make_admin
 from topics.definitions import ensure_topics
 from topics.records import decode_turn
 
@@ -212,3 +213,21 @@ def test_ts_forms_agree() -> None:
     assert ts_to_ms(aware) == ts_to_ms("2025-06-01T12:00:00Z") == ts_to_ms(1748779200000) == 1748779200000
     with pytest.raises(InvalidRecord):
         ts_to_ms(datetime(2025, 6, 1))
+
+
+def test_a_missing_topic_is_reported_not_created(stream_settings: object) -> None:
+    """Auto-creating brokers (the embedded one always) would create it with their own partition
+    count; the client refuses instead, and the topic still does not exist afterwards."""
+    settings = stream_settings()  # type: ignore[operator]
+
+    async def scenario() -> set[str]:
+        with pytest.raises(TopicUnavailable, match=rf"topic '{settings.topic_turns}' does not exist.*start a worker"):
+            await TurnPublisher(settings).start()
+        admin = make_admin(settings)
+        await admin.start()
+        try:
+            return set(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    assert settings.topic_turns not in run(scenario())
