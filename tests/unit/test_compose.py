@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -434,3 +435,14 @@ def test_commands_in_the_deployment_guide_are_valid(services: dict[str, dict[str
         if args.strip() and is_ours(services[name]):
             errors += check_invocation(f"docs/deployment.md `run --rm {name}{args.rstrip()}`", shlex.split(args))
     assert not errors, "\n".join(errors)
+
+
+def test_create_topics_script_is_valid_sh() -> None:
+    """The topics job runs it with the image's POSIX sh; a syntax error would stop every worker."""
+    script = COMPOSE_DIR / "create-topics.sh"
+    done = subprocess.run(["sh", "-n", str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    compose_data = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
+    topics = compose_data["services"]["topics"]
+    assert topics["entrypoint"][-1].endswith("/" + script.name)
+    assert any(str(v).startswith(f"./{script.name}:") for v in topics["volumes"])
