@@ -19,6 +19,7 @@ import click
 import orjson
 
 from pipeline.cli.context_cmd import brain_options, load_brain, number_option, settings_or_fail
+from pipeline.cli.streamopts import broker_option
 from pipeline.core.brain import BrainIndex
 from pipeline.core.render import format_page
 from pipeline.core.session import DecisionOptions, SessionState, step
@@ -153,8 +154,17 @@ def _with_progress(stream: IO[bytes], enabled: bool) -> Iterator[bytes]:
 @click.option("--source", metavar="ID", help="Brain source for records that do not name one (default: default).")
 @click.option("--no-lexical-arms", is_flag=True, help="Turn off the weak-alias, surname and CJK arms.")
 @click.option("--exclude-slug-prefix", "exclude_prefixes", multiple=True, metavar="PREFIX", help="Never volunteer slugs starting with PREFIX; repeatable.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON line per volunteered page instead of the report.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON line per volunteered page instead of the report (with --sweep/--score: one JSON object per setting).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: only on a terminal).")
+@click.option("--sweep", multiple=True, metavar="NAME=VALUES", help="Tuning: replay once per setting and report precision/recall of each. NAME: min_confidence, max_pages or window_turns; VALUES: a list (0.6,0.7,0.8) and/or inclusive ranges START:STOP:STEP (1:8:1). Repeat for several knobs: every combination runs.")
+@click.option("--score", is_flag=True, help="Tuning report (precision/recall against the records' expected_slugs) for the current settings only.")
+@click.option("--jobs", type=click.IntRange(min=1), metavar="N", help="Tuning: processes to replay on (default: one per CPU); sessions are split by a hash of session_id.")
+@click.option("--plot", metavar="FILE", help="Tuning: write precision and recall against min_confidence to FILE (.html page or .svg image).")
+@click.option("--to-topic", is_flag=True, help="Publish the records to the turns topic (for the worker) instead of replaying them here.")
+@click.option("--rate", metavar="RATE", help="With --to-topic: 'original' (the pace of the records' ts; default), a speed-up such as 10x, or turns per second such as 500.")
+@click.option("--channel", metavar="NAME", help="With --to-topic: the channel every record carries (default: replay), so live stats stay apart.")
+@click.option("--keep-ts", is_flag=True, help="With --to-topic: keep the records' ts instead of stamping the time of sending.")
+@broker_option
 def replay(
     file: IO[bytes],
     brain_dir: str | None,
@@ -167,6 +177,15 @@ def replay(
     exclude_prefixes: tuple[str, ...],
     as_json: bool,
     progress: bool | None,
+    sweep: tuple[str, ...],
+    score: bool,
+    jobs: int | None,
+    plot: str | None,
+    to_topic: bool,
+    rate: str | None,
+    channel: str | None,
+    keep_ts: bool,
+    broker: str | None,
 ) -> None:
     """Replay a transcript of Turn records (JSON lines; FILE, or - for stdin) per session.
 
@@ -189,9 +208,32 @@ def replay(
     --json line: {"session_id", "turn", "slug", "source_id", "display", "confidence", "arm",
                   "rationale", "synopsis"}
 
+    Tuning (docs/tuning.md): records may carry "expected_slugs" (pages that should be volunteered
+    at that turn) and "acceptable_slugs" (fine, not required). --sweep replays every combination
+    of the swept knobs on all CPUs and prints push precision and recall per setting and per arm.
+
+    \b
+      volunteer replay pipeline/samples/labelled_transcript.jsonl --brain pipeline/samples/brain \\
+          --sweep min_confidence=0.6:0.8:0.05 --sweep window_turns=2,4,8 --plot sweep.html
+      volunteer replay labelled.jsonl --brain DIR --score --json
+
+    Publishing: --to-topic sends the records to the turns topic (--broker / VOLUNTEER_BROKER), keyed
+    by session id, under channel "replay", at --rate (e.g. volunteer replay t.jsonl --to-topic
+    --rate 500).
+
     Exit status: 0 when at least one line was a usable Turn record (or the input was empty),
     1 when none was, 2 for a bad command line.
     """
+    from pipeline.tuning.command import check_flags, grid_or_fail, publish_command, sweep_command
+
+    decision_flags = [flag for flag, given in (("--window-turns", window_turns is not None), ("--max-pages", max_pages is not None),
+                      ("--min-confidence", min_confidence is not None), ("--source", source is not None),
+                      ("--no-lexical-arms", no_lexical_arms), ("--exclude-slug-prefix", bool(exclude_prefixes))) if given]
+    check_flags(sweep=sweep, score=score, jobs=jobs, plot=plot, to_topic=to_topic, rate=rate, channel=channel,
+                broker=broker, keep_ts=keep_ts, as_json=as_json, decision_flags=decision_flags)
+    if to_topic:
+        publish_command(file, broker=broker, rate=rate, channel=channel, keep_ts=keep_ts, progress=progress)
+        return
     settings = settings_or_fail()
     options = DecisionOptions(
         window_turns=number_option(window_turns) if window_turns is not None else settings.window_turns,
@@ -200,8 +242,13 @@ def replay(
         lexical_arms=settings.lexical_arms and not no_lexical_arms,
         exclude_slug_prefixes=tuple(exclude_prefixes) or tuple(settings.exclude_slug_prefixes),
     )
+    grid = grid_or_fail(sweep, options) if sweep or score else None
     brain = load_brain(brain_dir, database_url, None)
     gc.freeze()  # the brain lives as long as the process: keep it out of every full collection
+    if grid is not None:
+        sweep_command(file, brain, grid, options, jobs=jobs, as_json=as_json, plot=plot, progress=progress,
+                      default_source=source or settings.source, max_text_bytes=settings.max_text_bytes)
+        return
     if file is sys.stdin.buffer and sys.stdin.isatty():
         click.echo("reading Turn records from the terminal; end with Ctrl-D", err=True)
 
