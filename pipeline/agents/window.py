@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pipeline.agents.state import CorruptState, SessionRecord
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions, step
+from pipeline.core.tally import DecisionTally
 from pipeline.settings import Settings
 from topics.records import DeadLetter, InvalidRecord, Volunteered, decode_turn, event_id_for, rfc3339_ms
 
@@ -54,6 +55,7 @@ class BatchOutput:
     states: dict[bytes, SessionRecord] = field(default_factory=dict)  # session key -> new record
     turns: int = 0
     skipped: int = 0  # blank turns, redeliveries already applied
+    tally: DecisionTally = field(default_factory=DecisionTally)  # what the core decided (metrics)
 
 
 def decision_options(settings: Settings) -> DecisionOptions:
@@ -111,9 +113,10 @@ class WindowProcessor:
             channel = turn.channel or self.default_channel
             try:
                 result = step(session.state, turn.role, turn.text, brain, source_id=source, options=self.options,
-                              turn_no=turn.turn, now_ms=now_ms)
+                              turn_no=turn.turn, now_ms=now_ms, tally=out.tally)
             except Exception as exc:  # a bug in the core must not stop the stream: dead-letter the turn
-                log.exception("processing failed for a turn of session %r", turn.session_id)
+                log.exception("processing failed for a turn of session %r", turn.session_id,
+                              extra={"session_id": turn.session_id})
                 self._dead(out, rec, "processing_error", f"{type(exc).__name__}: {exc}"[:500], now_ms)
                 continue
             session.partition = rec.partition

@@ -15,6 +15,7 @@ from pipeline.core.gate import gate
 from pipeline.core.jscompat import is_js_number
 from pipeline.core.normalize import JS_WHITESPACE
 from pipeline.core.resolve import RESOLVER_POOL, resolve_with_index
+from pipeline.core.tally import DecisionTally
 from pipeline.core.types import VolunteeredPage
 from pipeline.core.window import merge_window, parse_window
 
@@ -46,12 +47,18 @@ def decide(
     exclude_slugs: Collection[str] = (),
     exclude_slug_prefixes: Sequence[str] = (),
     collapse_display: bool = True,
+    tally: DecisionTally | None = None,
 ) -> list[VolunteeredPage]:
-    """``volunteerContext`` over turns given as ``(role, cached candidates)``, oldest first."""
+    """``volunteerContext`` over turns given as ``(role, cached candidates)``, oldest first.
+
+    ``tally``, when given, counts candidates, pointers and drops (metrics); it never changes the result.
+    """
     if not turns or not source_ids:
         return []
     candidates = merge_window(turns)
     if not candidates:
+        if tally is not None:
+            tally.record(0, (), exclude_slugs, ())
         return []
     pointers, by_norm = resolve_with_index(
         candidates,
@@ -62,8 +69,10 @@ def decide(
         max_pointers=RESOLVER_POOL,
     )
     if not pointers:
+        if tally is not None:
+            tally.record(len(candidates), (), exclude_slugs, ())
         return []
-    return gate(
+    pages = gate(
         pointers,
         by_norm,
         window_size=len(turns),
@@ -73,6 +82,9 @@ def decide(
         exclude_slug_prefixes=exclude_slug_prefixes,
         collapse_display=collapse_display,
     )
+    if tally is not None:
+        tally.record(len(candidates), pointers, exclude_slugs, pages)
+    return pages
 
 
 def volunteer_context(

@@ -20,6 +20,7 @@ from pipeline.core.extract import Candidate, extract_candidates
 from pipeline.core.gate import clamp_window_turns
 from pipeline.core.normalize import JS_WHITESPACE, normalize_alias
 from pipeline.core.op import decide
+from pipeline.core.tally import DecisionTally
 from pipeline.core.types import VolunteeredPage
 from pipeline.core.window import ROLES, parse_watch_line
 
@@ -166,6 +167,7 @@ def step(
     options: DecisionOptions,
     turn_no: int | None = None,
     now_ms: int | None = None,
+    tally: DecisionTally | None = None,
 ) -> StepResult:
     """One turn of one session, exactly like a line of gbrain ``watch``; mutates ``state``.
 
@@ -173,7 +175,7 @@ def step(
     numbering are fine: the window is the last N turns received). The decision excludes slugs
     surfaced at earlier turns (before the gate and cap) and passes no prior context. A ``turn_no`` at
     or below ``last_turn`` is a redelivery: the state is left alone and the pages that turn emitted
-    the first time are returned (``duplicate=True``).
+    the first time are returned (``duplicate=True``). ``tally`` only counts (see :mod:`pipeline.core.tally`).
     """
     role_lc = role.lower()
     if role_lc not in ROLES:
@@ -201,6 +203,7 @@ def step(
         exclude_slugs=state.surfaced,
         exclude_slug_prefixes=options.exclude_slug_prefixes,
         collapse_display=options.collapse_display,
+        tally=tally,
     )
     for page in pages:
         state.surfaced.setdefault(page.slug, number)
