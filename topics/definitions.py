@@ -1,4 +1,4 @@
-"""The three topics of design.md (names, partitions, replication from :class:`Settings`) and their creation.
+"""The topics of design.md plus ``page-opens`` (names, partitions, replication from :class:`Settings`) and their creation.
 
 Records travel as raw bytes: Faust topics use the ``raw`` codec and the agents decode with
 :mod:`topics.records`, so a malformed record becomes a dead letter instead of crashing a stream.
@@ -39,21 +39,24 @@ class TopicSet:
     turns: TopicSpec
     volunteered: TopicSpec
     dlq: TopicSpec
+    page_opens: TopicSpec
 
     def all(self) -> list[TopicSpec]:
-        return [self.turns, self.volunteered, self.dlq]
+        return [self.turns, self.volunteered, self.dlq, self.page_opens]
 
 
 def topic_specs(settings: Settings) -> TopicSet:
     """``turns`` and ``volunteered`` share the partition count: both are keyed by session id.
 
-    The dead-letter topic gets the same count; it is low-volume and only read by people.
+    The dead-letter topic gets the same count; it is low-volume and only read by people. So does
+    ``page-opens`` (keyed by page, :mod:`topics.page_opens`), so its load spreads like the turns'.
     """
     partitions, replication = settings.topic_partitions, settings.topic_replication
     return TopicSet(
         turns=TopicSpec(settings.topic_turns, partitions, replication),
         volunteered=TopicSpec(settings.topic_volunteered, partitions, replication),
         dlq=TopicSpec(settings.topic_dlq, partitions, replication),
+        page_opens=TopicSpec(settings.topic_page_opens, partitions, replication),
     )
 
 

@@ -9,11 +9,11 @@ from topics.definitions import topic_specs
 
 def test_topics_follow_the_settings() -> None:
     specs = topic_specs(load_settings(topic_turns="in", topic_volunteered="out", topic_dlq="dead",
-                                      topic_partitions=12, topic_replication=3))
+                                      topic_page_opens="opens", topic_partitions=12, topic_replication=3))
     assert [(s.name, s.partitions, s.replication) for s in specs.all()] == [
-        ("in", 12, 3), ("out", 12, 3), ("dead", 12, 3)]
+        ("in", 12, 3), ("out", 12, 3), ("dead", 12, 3), ("opens", 12, 3)]
     defaults = topic_specs(load_settings())
-    assert [s.name for s in defaults.all()] == ["turns", "volunteered", "turns-dlq"]
+    assert [s.name for s in defaults.all()] == ["turns", "volunteered", "turns-dlq", "page-opens"]
 
 
 def test_connection_settings() -> None:
