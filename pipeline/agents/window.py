@@ -23,10 +23,12 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pipeline.agents.hooklane import Proposal, apply_delivery, is_hook_channel, propose
 from pipeline.agents.state import CorruptState, SessionRecord
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions, step
 from pipeline.core.tally import DecisionTally
+from pipeline.hook.protocol import decode_delivery, is_delivery
 from pipeline.settings import Settings
 from topics.records import DeadLetter, InvalidRecord, Volunteered, decode_turn, event_id_for, rfc3339_ms
 
@@ -56,6 +58,7 @@ class BatchOutput:
     turns: int = 0
     skipped: int = 0  # blank turns, redeliveries already applied
     tally: DecisionTally = field(default_factory=DecisionTally)  # what the core decided (metrics)
+    proposals: list[Proposal] = field(default_factory=list)  # hook-channel turns, for the waiting hooks
 
 
 def decision_options(settings: Settings) -> DecisionOptions:
@@ -93,6 +96,9 @@ class WindowProcessor:
             if rec.key is None:
                 self._dead(out, rec, "missing_key", "record has no key; the key must be the session id", now_ms)
                 continue
+            if rec.value is not None and is_delivery(rec.value):  # a hook reports what it printed
+                self._deliver(out, rec, rec.key, rec.value, load, now_ms)
+                continue
             try:
                 turn = decode_turn(rec.value, rec.key, max_text_bytes=self.max_text_bytes,
                                    max_session_id_chars=self.max_session_id_chars)
@@ -126,6 +132,9 @@ class WindowProcessor:
                 out.skipped += 1
                 continue
             out.turns += 1
+            if is_hook_channel(channel):  # pages count once the hook prints them (agents/hooklane.py)
+                out.proposals.append(propose(session.state, turn.session_id, result))
+                continue
             if not result.pages:
                 continue
             at = rfc3339_ms(turn.ts_ms if turn.ts_ms is not None else now_ms)
@@ -138,6 +147,23 @@ class WindowProcessor:
                 )
                 out.volunteered.append((rec.key, event.to_json()))
         return out
+
+    def _deliver(self, out: BatchOutput, rec: InRecord, key: bytes, value: bytes,
+                 load: Callable[[bytes], bytes | None], now_ms: int) -> None:
+        """Apply a hook's delivery record: the printed pages become surfaced and Volunteered."""
+        try:
+            delivery = decode_delivery(value, key)
+        except InvalidRecord as exc:
+            self._dead(out, rec, exc.code, exc.message, now_ms)
+            return
+        session = out.states.get(key)
+        if session is None:
+            session = out.states[key] = self._load(key, load)
+        if session.already_applied(rec.partition, rec.offset):
+            out.skipped += 1
+            return
+        out.volunteered.extend((key, event.to_json()) for event in apply_delivery(session.state, delivery))
+        session.partition, session.offset, session.last_activity_ms = rec.partition, rec.offset, now_ms
 
     @staticmethod
     def _load(key: bytes, load: Callable[[bytes], bytes | None]) -> SessionRecord:

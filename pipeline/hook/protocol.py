@@ -1,0 +1,129 @@
+"""What the hook and the worker agree on: harness channels, endpoint paths, delivery records.
+
+A **delivery record** is how the hook says "I printed these pages for turn T": it travels on the
+``turns`` topic, keyed by the session id, so the window agent applies it in order with the
+session's turns (a delivery is always applied before the next prompt is decided). Its value starts
+with :data:`DELIVERY_PREFIX`, which is what the window agent checks before decoding a Turn.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from topics.records import MAX_SESSION_ID_CHARS, MAX_TURN_NUMBER, InvalidRecord
+
+HOOK_CHANNELS: tuple[str, ...] = ("claude-code", "codex", "opencode")
+"""Channels whose pages count only once the hook reports them printed (the reference's harness channels)."""
+
+DEFAULT_HARNESS = "claude-code"
+
+TURNS_PATH = "/volunteer/hook/turns"
+"""POST: publish a session's new turns (and pending deliveries), then wait for one turn's pages."""
+DELIVERED_PATH = "/volunteer/hook/delivered"
+"""POST: publish a delivery record (what the hook printed)."""
+HEALTH_PATH = "/volunteer/hook/health"
+"""GET: the worker answers hooks (used by the bench and the doctor)."""
+ROUTED_HEADER = "X-Volunteer-Routed"
+"""Set on a request a worker forwarded to the partition owner, so it is never forwarded again."""
+
+DELIVERY_PREFIX = b'{"kind":"delivered",'
+MAX_SLUGS_PER_DELIVERY = 64
+MAX_SLUG_CHARS = 1024
+MAX_WAIT_MS = 10_000
+
+
+def is_delivery(value: bytes) -> bool:
+    """Cheap test the window agent runs on every ``turns`` record before decoding a Turn."""
+    return value.startswith(DELIVERY_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """The pages (by slug) the hook printed for one turn of one session, and when."""
+
+    session_id: str
+    turn: int
+    slugs: tuple[str, ...]
+    channel: str
+    ts_ms: int
+
+    def to_json(self) -> bytes:
+        # Key order is part of the format: the value must start with DELIVERY_PREFIX.
+        return orjson.dumps({
+            "kind": "delivered",
+            "session_id": self.session_id,
+            "turn": self.turn,
+            "slugs": list(self.slugs),
+            "channel": self.channel,
+            "ts": self.ts_ms,
+        })
+
+
+def _int_field(obj: dict[str, Any], name: str, low: int, high: int) -> int:
+    value = obj.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidRecord("invalid_delivery", f"field '{name}' must be an integer")
+    if value != int(value) or not low <= int(value) <= high:
+        raise InvalidRecord("invalid_delivery", f"field '{name}' must be an integer in {low}..{high}")
+    return int(value)
+
+
+def delivery_from_obj(obj: Any, key: bytes | None = None) -> Delivery:
+    """Validate a decoded delivery object (from the topic or from the hook's HTTP request)."""
+    if not isinstance(obj, dict):
+        raise InvalidRecord("invalid_delivery", "a delivery must be a JSON object")
+    session_id = obj.get("session_id")
+    if not isinstance(session_id, str) or not 0 < len(session_id) <= MAX_SESSION_ID_CHARS:
+        raise InvalidRecord("invalid_delivery", "field 'session_id' must be a string of 1-256 characters")
+    if key is not None and key != session_id.encode("utf-8"):
+        raise InvalidRecord("key_mismatch", "record key differs from the delivery's session_id")
+    channel = obj.get("channel")
+    if channel not in HOOK_CHANNELS:
+        raise InvalidRecord("invalid_delivery", f"field 'channel' must be one of {', '.join(HOOK_CHANNELS)}")
+    slugs = obj.get("slugs")
+    if not isinstance(slugs, list) or len(slugs) > MAX_SLUGS_PER_DELIVERY:
+        raise InvalidRecord("invalid_delivery", f"field 'slugs' must be a list of at most {MAX_SLUGS_PER_DELIVERY}")
+    if not all(isinstance(s, str) and 0 < len(s) <= MAX_SLUG_CHARS for s in slugs):
+        raise InvalidRecord("invalid_delivery", "every slug must be a non-empty string")
+    return Delivery(
+        session_id=session_id,
+        turn=_int_field(obj, "turn", 1, MAX_TURN_NUMBER),
+        slugs=tuple(dict.fromkeys(slugs)),
+        channel=str(channel),
+        ts_ms=_int_field(obj, "ts", 0, 253_402_300_799_000),
+    )
+
+
+def decode_delivery(value: bytes, key: bytes | None = None) -> Delivery:
+    """A delivery record from the ``turns`` topic; raises :class:`InvalidRecord` (dead-lettered)."""
+    try:
+        obj = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRecord("invalid_json", f"value is not valid JSON: {exc}") from None
+    return delivery_from_obj(obj, key)
+
+
+PAGE_FIELDS = ("slug", "source_id", "display", "confidence", "arm", "rationale", "synopsis")
+
+
+def page_from_obj(obj: Any) -> dict[str, Any] | None:
+    """A page as the worker answers it, checked field by field (``None`` if malformed)."""
+    if not isinstance(obj, dict):
+        return None
+    for name in PAGE_FIELDS:
+        value = obj.get(name)
+        if name == "confidence":
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                return None
+        elif not isinstance(value, str):
+            return None
+    return {name: obj[name] for name in PAGE_FIELDS}
+
+
+def slugs_of(pages: Sequence[dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(str(p["slug"]) for p in pages))

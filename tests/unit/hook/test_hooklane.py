@@ -1,0 +1,165 @@
+"""Delivered-only accounting in the window agent's batch logic (no Faust, real decision core).
+
+Hook-channel turns only propose pages; a delivery record makes exactly the printed ones surfaced
+and Volunteered; undelivered pages stay eligible; redelivery after a crash re-emits the same events.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pipeline.agents.state import SessionRecord
+from pipeline.agents.window import BatchOutput, InRecord, WindowProcessor
+from pipeline.braindir import load_brain_dir
+from pipeline.core.brain import BrainIndex
+from pipeline.hook.protocol import Delivery
+from pipeline.settings import Settings, load_settings
+from topics.records import DeadLetter, Turn, Volunteered, event_id_for
+
+SAMPLES = Path(__file__).resolve().parents[3] / "pipeline" / "samples"
+NOW = 1_800_000_000_000
+ALICE = "people/alice-example"
+SID = "cc-session-1"
+
+
+@pytest.fixture(scope="module")
+def brain() -> BrainIndex:
+    return load_brain_dir(SAMPLES / "brain")
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return load_settings(broker="kafka://127.0.0.1:9092")
+
+
+class Partition:
+    """A growing log of one partition plus the saved table, driven batch by batch."""
+
+    def __init__(self, processor: WindowProcessor, brain: BrainIndex) -> None:
+        self.processor, self.brain = processor, brain
+        self.log: list[bytes] = []
+        self.table: dict[bytes, bytes] = {}
+
+    def append(self, *values: bytes) -> list[InRecord]:
+        start = len(self.log)
+        self.log.extend(values)
+        return [InRecord(SID.encode(), v, 0, start + i) for i, v in enumerate(values)]
+
+    def run(self, recs: list[InRecord], save: bool = True) -> BatchOutput:
+        out = self.processor.process(recs, self.brain, self.table.get, NOW)
+        if save:
+            for key, record in out.states.items():
+                self.table[key] = record.to_bytes()
+        return out
+
+
+def turn(n: int, text: str, channel: str = "claude-code", role: str = "user") -> bytes:
+    return Turn(SID, role, text, turn=n, channel=channel).to_json()
+
+
+def delivered(n: int, *slugs: str, channel: str = "claude-code", ts: int = NOW + 5) -> bytes:
+    return Delivery(SID, n, slugs, channel, ts).to_json()
+
+
+def state_of(part: Partition) -> SessionRecord:
+    return SessionRecord.from_bytes(part.table[SID.encode()])
+
+
+def volunteered(out: BatchOutput) -> list[Volunteered]:
+    return [Volunteered.from_json(v) for _, v in out.volunteered]
+
+
+def test_hook_turns_propose_without_surfacing_or_publishing(brain: BrainIndex, settings: Settings) -> None:
+    part = Partition(WindowProcessor(settings), brain)
+    out = part.run(part.append(turn(1, "Did Alice Example reply?")))
+    assert out.volunteered == []
+    assert [(p.session_id, p.turn, p.duplicate) for p in out.proposals] == [(SID, 1, False)]
+    assert [pg.slug for pg in out.proposals[0].pages] == [ALICE]
+    state = state_of(part).state
+    assert ALICE not in state.surfaced
+    assert [p.slug for p in state.emissions[1]] == [ALICE]  # kept for re-proposal and delivery
+
+    # Not delivered: the next turn that mentions Alice proposes her again.
+    again = part.run(part.append(turn(2, "Ping Alice Example again")))
+    assert [pg.slug for pg in again.proposals[0].pages] == [ALICE]
+
+
+def test_a_turn_without_pages_is_still_answered(brain: BrainIndex, settings: Settings) -> None:
+    part = Partition(WindowProcessor(settings), brain)
+    out = part.run(part.append(turn(1, "nothing to see here")))
+    assert [(p.turn, p.pages) for p in out.proposals] == [(1, ())]
+
+
+def test_delivery_records_exactly_the_printed_pages(brain: BrainIndex, settings: Settings) -> None:
+    part = Partition(WindowProcessor(settings), brain)
+    first = part.run(part.append(turn(1, "Saoirse Byrne and Alice Example met Swami.")))
+    proposed = [p.slug for p in first.proposals[0].pages]
+    assert len(proposed) >= 2 and ALICE in proposed
+    printed = [s for s in proposed if s != ALICE]
+
+    out = part.run(part.append(delivered(1, *printed, "people/never-proposed")))
+    events = volunteered(out)
+    assert [e.slug for e in events] == printed  # the unproposed slug adds nothing
+    for e in events:
+        assert (e.channel, e.turn, e.session_id) == ("claude-code", 1, SID)
+        assert e.event_id == event_id_for(SID, 1, e.source_id, e.slug, "claude-code")
+        assert e.volunteered_at.startswith("2027-01-15T08:00:00.005")
+    state = state_of(part).state
+    assert {s: state.surfaced[s] for s in printed} == dict.fromkeys(printed, 1)
+    assert ALICE not in state.surfaced
+
+    # Printed pages are deduped for the rest of the session; the unprinted one is not.
+    later = part.run(part.append(turn(2, "Saoirse Byrne, Alice Example and Swami again")))
+    assert [p.slug for p in later.proposals[0].pages] == [ALICE]
+
+
+def test_redelivered_records_after_a_crash_emit_the_same_events(brain: BrainIndex, settings: Settings) -> None:
+    part = Partition(WindowProcessor(settings), brain)
+    part.run(part.append(turn(1, "Did Alice Example reply?")))
+    recs = part.append(delivered(1, ALICE), turn(2, "Alice Example said yes"))
+    crashed = part.run(recs, save=False)  # published, then died before saving
+    again = part.run(recs)
+    assert [e.event_id for e in volunteered(again)] == [e.event_id for e in volunteered(crashed)]
+    assert len(volunteered(again)) == 1
+    assert again.proposals[0].pages == ()  # delivered at turn 1: not proposed at turn 2
+    # Saved now: the same records redelivered are skipped, nothing is emitted twice.
+    assert part.run(recs).volunteered == []
+
+
+def test_duplicate_turn_numbers_answer_the_first_proposal(brain: BrainIndex, settings: Settings) -> None:
+    part = Partition(WindowProcessor(settings), brain)
+    part.run(part.append(turn(1, "Did Alice Example reply?"), delivered(1, ALICE)))
+    out = part.run(part.append(turn(1, "a different prompt, same number")))
+    (proposal,) = out.proposals
+    assert proposal.duplicate and proposal.last_turn == 1
+    assert [p.slug for p in proposal.pages] == [ALICE]
+    assert state_of(part).state.surfaced == {ALICE: 1}  # a duplicate undoes nothing
+
+
+def test_other_channels_are_unchanged(brain: BrainIndex, settings: Settings) -> None:
+    part = Partition(WindowProcessor(settings), brain)
+    out = part.run(part.append(turn(1, "Did Alice Example reply?", channel="stream")))
+    assert out.proposals == []
+    assert [e.slug for e in volunteered(out)] == [ALICE]
+    assert state_of(part).state.surfaced == {ALICE: 1}
+
+
+@pytest.mark.parametrize(("value", "code"), [
+    (b'{"kind":"delivered", nope', "invalid_json"),
+    (b'{"kind":"delivered","session_id":"other","turn":1,"slugs":[],"channel":"codex","ts":1}', "key_mismatch"),
+    (b'{"kind":"delivered","session_id":"cc-session-1","turn":0,"slugs":[],"channel":"codex","ts":1}',
+     "invalid_delivery"),
+    (b'{"kind":"delivered","session_id":"cc-session-1","turn":1,"slugs":[],"channel":"stream","ts":1}',
+     "invalid_delivery"),
+])
+def test_bad_delivery_records_are_dead_lettered(brain: BrainIndex, settings: Settings, value: bytes,
+                                                code: str) -> None:
+    part = Partition(WindowProcessor(settings), brain)
+    out = part.run(part.append(value))
+    assert out.volunteered == [] and out.proposals == []
+    (letter,) = [orjson.loads(v) for _, v in out.dead]
+    assert letter["error"] == code
+    assert DeadLetter(**letter).original_value() == value
