@@ -23,6 +23,7 @@ from pipeline.agents.state import SessionTable
 from pipeline.agents.window import WindowProcessor, decision_options
 from pipeline.core.session import DecisionOptions
 from pipeline.embedded import tansu_quirks
+from pipeline.metrics import WorkerMetrics
 from pipeline.settings import EMBEDDED_BROKER_SCHEME, Settings
 from topics.clients import faust_credentials
 from topics.definitions import RAW
@@ -98,12 +99,15 @@ class StreamApp:
         self.turns_topic = self._topic(settings.topic_turns)
         self.volunteered_topic = self._topic(settings.topic_volunteered)
         self.dlq_topic = self._topic(settings.topic_dlq)
+        self.page_opens_topic = self._topic(settings.topic_page_opens)
         self.table = SessionTable(app=self.app, name=SESSION_TABLE, key_type=bytes, value_type=bytes,
                                   partitions=self.partitions, beacon=self.app.tables.beacon,
                                   help="Per-session window state (header + SessionState bytes).")
         self.app.tables.add(self.table)
         self.processor = WindowProcessor(settings, self.options)
         self.writer = EventWriter(settings.database_url, settings.topic_volunteered)
+        self.metrics = WorkerMetrics()  # served by run_worker when VOLUNTEER_METRICS_PORT is set
+        self.metrics.bind(self)
 
         from pipeline.agents import wiring
 

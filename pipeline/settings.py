@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     purge_batch_size: int = Field(5000, ge=1, description="Rows deleted per purge statement.")
     web_port: int = Field(6066, ge=0, description="Faust web port (0 = pick a free one).")
     metrics_port: int = Field(9464, ge=0, description="Prometheus metrics port (0 = off).")
+    metrics_host: str = Field(
+        "127.0.0.1", description="Address the metrics endpoint listens on (0.0.0.0 in a container)."
+    )
     log_format: str = Field("auto", description="auto | json | console.")
     log_level: str = Field("INFO", description="Log level.")
 

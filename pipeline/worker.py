@@ -72,14 +72,43 @@ def load_worker_brain(settings: Settings, brain_dir: str | Path | None) -> Brain
         raise WorkerSetupError(str(exc)) from None
 
 
+def setup_logging(settings: Settings, level: str | None = None) -> None:
+    """Logs in ``VOLUNTEER_LOG_FORMAT`` (see :mod:`pipeline.logging_setup`); a bad value is a setup error."""
+    from pipeline.logging_setup import LogSettingError, configure_logging
+
+    try:
+        configure_logging(settings.log_format, level or settings.log_level)
+    except LogSettingError as exc:
+        raise WorkerSetupError(str(exc)) from None
+
+
+def serve_metrics(stream_app: StreamApp) -> int | None:
+    """Start the Prometheus endpoint (unless ``VOLUNTEER_METRICS_PORT=0``); returns its port."""
+    from pipeline.metrics import MetricsPortError, metrics_port_for
+
+    settings = stream_app.settings
+    try:
+        port = metrics_port_for(settings)
+        if port is None:
+            return None
+        bound = stream_app.metrics.serve(settings.metrics_host, port)
+    except MetricsPortError as exc:
+        raise WorkerSetupError(str(exc)) from None
+    log.info("metrics on http://%s:%d/metrics", settings.metrics_host, bound)
+    return bound
+
+
 def build_worker(settings: Settings, *, brain_dir: str | Path | None = None, options: DecisionOptions | None = None,
                  web_enabled: bool = False, web_port: int | None = None) -> StreamApp:
-    """All pre-flight checks, then the app (not started)."""
+    """All pre-flight checks, then the app (not started; its metrics endpoint already answers)."""
+    setup_logging(settings)
     check_database(settings)
     partitions = prepare_topics(settings)
     brain = load_worker_brain(settings, brain_dir)
-    return StreamApp(settings, brain, options=options, partitions=partitions, web_enabled=web_enabled,
-                     web_port=web_port)
+    stream_app = StreamApp(settings, brain, options=options, partitions=partitions, web_enabled=web_enabled,
+                           web_port=web_port)
+    serve_metrics(stream_app)
+    return stream_app
 
 
 def run_worker(stream_app: StreamApp, *, loglevel: str = "info") -> NoReturn:
@@ -97,6 +126,8 @@ def run_worker(stream_app: StreamApp, *, loglevel: str = "info") -> NoReturn:
                  settings.topic_turns, settings.topic_volunteered, settings.topic_dlq, brain.origin,
                  brain.index.live_page_count, redact(settings.database_url))
 
-    worker = faust.Worker(stream_app.app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+    setup_logging(settings, loglevel)  # Faust keeps it: override_logging=False
+    worker = faust.Worker(stream_app.app, loglevel=loglevel, quiet=True, redirect_stdouts=False,
+                          override_logging=False)
     worker.spinner = None  # its cursor escapes end up in log files
     worker.execute_from_commandline()

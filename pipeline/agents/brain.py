@@ -36,6 +36,10 @@ class BrainHolder:
         self.source_ids = list(source_ids) if source_ids is not None else None
         self.origin = origin
         self.reloads = 0
+        self.loaded_at = time.time()
+        """When the current index was installed (epoch seconds; metrics show its age)."""
+        self.checked_at = self.loaded_at
+        """When the brain was last confirmed current (a successful version poll or a load)."""
         self._lock = asyncio.Lock()
 
     @classmethod
@@ -79,6 +83,7 @@ class BrainHolder:
             try:
                 version = await asyncio.to_thread(brain_version, url)
                 if version == self.version:
+                    self.checked_at = time.time()
                     return False
                 started = time.monotonic()
                 snap = await asyncio.to_thread(load_brain_snapshot, url, self.source_ids)
@@ -88,6 +93,7 @@ class BrainHolder:
             self.index = snap.index  # one assignment: the next batch sees the new brain
             self.version = snap.version
             self.reloads += 1
+            self.loaded_at = self.checked_at = time.time()
             log.info("brain reloaded: %d pages, %d alias rows, version %s, %.2fs",
                      snap.pages, snap.alias_rows, snap.version, time.monotonic() - started)
             return True

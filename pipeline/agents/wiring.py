@@ -53,6 +53,7 @@ async def publish(ctx: StreamApp, topic: str, items: Sequence[tuple[bytes | None
 async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> BatchOutput:
     """Decide, publish, save: retried as a whole (from the saved states) until the broker takes it."""
     backoff = 0.05
+    started = time.perf_counter()
     while True:
         table = ctx.table
         out = ctx.processor.process(records, ctx.brain.index, table.get, now_ms())
@@ -77,6 +78,7 @@ async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> Ba
         counters.skipped += out.skipped
         counters.volunteered += len(out.volunteered)
         counters.dead_letters += len(out.dead)
+        ctx.metrics.window_batch(len(records), out, time.perf_counter() - started)
         return out
 
 
@@ -98,9 +100,11 @@ def register_sink_agent(ctx: StreamApp) -> None:
     async def sink_agent(stream: Any) -> None:
         async for events in stream.noack_take(settings.sink_batch_size, within=settings.sink_flush_seconds):
             records = _records(events)
+            started = time.perf_counter()
             result = await ctx.writer.write(records, now_ms(), should_stop=lambda: bool(ctx.app.should_stop))
             if result.attempts < 0:
                 return  # stopping while the database is down: acknowledge nothing
+            ctx.metrics.sink_batch(len(records), result, time.perf_counter() - started)
             backoff = 0.05
             while result.dead:
                 try:
@@ -201,7 +205,10 @@ def register_ready_log(ctx: StreamApp) -> None:
 
 
 def register_all(ctx: StreamApp) -> None:
+    from pipeline.agents.page_opens import register_page_opens_agent
+
     register_window_agent(ctx)
     register_sink_agent(ctx)
+    register_page_opens_agent(ctx)
     register_timers(ctx)
     register_ready_log(ctx)

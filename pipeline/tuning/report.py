@@ -56,40 +56,48 @@ def _arm_cell(tally: Tally, arm: str) -> str:
     if not tally.labelled or not count:
         return str(count)
     figures = tally.arm_figures(arm)
-    precision = figures["precision"]
-    return f"{count} {_ratio(precision)}/{_ratio(figures['recall'])}"
+    return f"{count} · {_ratio(figures['precision'])} · {_ratio(figures['recall'])}"
 
 
-def sweep_table(result: SweepResult, grid: Sequence[Setting]) -> Table:
-    """Rows in grid order; arms that volunteered anything get a column ``pages P/R``."""
-    arms = [arm for arm in ARMS if any(t.pages_by_arm[arm] for t in result.tallies)]
-    best = best_index(result.tallies)
-    labelled = any(t.labelled for t in result.tallies)
-    table = Table(title=None, header_style="bold", pad_edge=False)
+def _knob_columns(table: Table) -> None:
     table.add_column("", width=1)
     for header in ("min_conf", "pages", "window"):
         table.add_column(header, justify="right")
-    table.add_column("turns", justify="right")
-    table.add_column("volunteered", justify="right")
-    if labelled:
-        table.add_column("precision", justify="right")
-        table.add_column("recall", justify="right")
-        table.add_column("F1", justify="right")
-    for arm in arms:
-        table.add_column(f"{arm}\npages P/R" if labelled else arm, justify="right")
+
+
+def _knob_cells(setting: Setting, marked: bool) -> list[str]:
+    return ["★" if marked else "", f"{setting.min_confidence:g}", str(setting.max_pages), str(setting.window_turns)]
+
+
+def sweep_table(result: SweepResult, grid: Sequence[Setting]) -> Table:
+    """One row per setting, in grid order: the knobs, turns, pages, precision, recall, F1."""
+    best = best_index(result.tallies)
+    labelled = any(t.labelled for t in result.tallies)
+    table = Table(header_style="bold")
+    _knob_columns(table)
+    for header in ("turns", "volunteered", *(("precision", "recall", "F1") if labelled else ())):
+        table.add_column(header, justify="right")
     for index, (setting, tally) in enumerate(zip(grid, result.tallies, strict=True)):
-        cells = [
-            "★" if index == best else "",
-            f"{setting.min_confidence:g}",
-            str(setting.max_pages),
-            str(setting.window_turns),
-            str(tally.turns),
-            str(tally.volunteered),
-        ]
+        cells = [*_knob_cells(setting, index == best), str(tally.turns), str(tally.volunteered)]
         if labelled:
             cells += [_ratio(tally.precision), _ratio(tally.recall), _ratio(tally.f1)]
-        cells += [_arm_cell(tally, arm) for arm in arms]
         table.add_row(*cells, style="bold" if index == best else None)
+    return table
+
+
+def arm_table(result: SweepResult, grid: Sequence[Setting]) -> Table:
+    """Per setting and arm: pages volunteered, and with labels that arm's precision and recall share."""
+    arms = [arm for arm in ARMS if any(t.pages_by_arm[arm] for t in result.tallies)]
+    best = best_index(result.tallies)
+    labelled = any(t.labelled for t in result.tallies)
+    title = "per arm: pages · precision · recall" if labelled else "per arm: pages"
+    table = Table(title=title, title_justify="left", header_style="bold")
+    _knob_columns(table)
+    for arm in arms:
+        table.add_column(arm, justify="right")
+    for index, (setting, tally) in enumerate(zip(grid, result.tallies, strict=True)):
+        table.add_row(*_knob_cells(setting, index == best), *[_arm_cell(tally, arm) for arm in arms],
+                      style="bold" if index == best else None)
     return table
 
 
@@ -100,6 +108,8 @@ def print_report(console: Console, result: SweepResult, grid: Sequence[Setting],
     console.print(f"swept {len(grid)} setting(s) over {turns} turn(s) in {result.sessions} session(s)"
                   f" with {jobs} process(es) in {seconds:.1f} s", highlight=False)
     console.print(sweep_table(result, grid))
+    if any(t.volunteered for t in result.tallies):
+        console.print(arm_table(result, grid))
     best = best_index(result.tallies)
     if best is None:
         console.print("no labelled turns, so no precision or recall: add expected_slugs to the records "
@@ -110,8 +120,9 @@ def print_report(console: Console, result: SweepResult, grid: Sequence[Setting],
                       f" recall {_ratio(tally.recall)})", highlight=False)
     if result.silences:
         sessions = silent_sessions(result.silences)
-        console.print(f"{len(result.silences)} labelled turn(s) in {len(sessions)} session(s) gave the core no "
-                      "candidate at all; no setting can volunteer there:", highlight=False)
+        console.print(f"{len(result.silences)} labelled turn(s) in {len(sessions)} session(s) expect pages but their "
+                      "text gave the core no candidate at all (an extraction gap, or a label on the wrong turn):",
+                      highlight=False)
         shown = ", ".join(
             f"{s['session_id']} (turn {', '.join(str(t) for t in s['turns'])})" for s in sessions[:SILENCES_SHOWN]
         )

@@ -1,0 +1,146 @@
+"""The page-opens agent: ``page-opens`` records -> ``pages.last_retrieved_at`` (the "used" signal).
+
+Applications publish a :class:`topics.page_opens.PageOpen` when a user or agent opens a page (see
+``volunteer opened``); this agent applies them in batches with :func:`sinks.retrieval.mark_retrieved`
+(the reference's 5-minute throttle, idempotent), so ``volunteer stats`` precision reflects real use.
+Like the event sink, a batch is acknowledged only after its UPDATE committed; while PostgreSQL is
+down it is retried with backoff and nothing is acknowledged. Records that are not page opens become
+dead letters (topic ``turns-dlq``) with a reason; an open of an unknown or deleted page is not an
+error, it simply changes no row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from pipeline.agents.window import InRecord
+from sinks.db import redact
+from sinks.retrieval import Open, mark_retrieved
+from topics.page_opens import decode_page_open
+from topics.records import DeadLetter, InvalidRecord
+
+if TYPE_CHECKING:
+    from pipeline.app import StreamApp
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 5.0
+PAGE_OPENS_BATCH_MAX = 1000
+
+
+@dataclass(slots=True)
+class OpensResult:
+    """What one batch did: valid opens, rows changed, dead letters; ``attempts < 0``: stopped, unwritten."""
+
+    opens: int = 0
+    updated: int = 0
+    dead: list[tuple[bytes | None, bytes]] = field(default_factory=list)
+    dead_reasons: list[str] = field(default_factory=list)
+    attempts: int = 0
+
+
+class OpenWriter:
+    """Decodes page-open records and writes them, on one long-lived connection reopened after failures."""
+
+    def __init__(self, database_url: str, topic: str) -> None:
+        self.database_url = database_url
+        self.topic = topic
+        self._conn: psycopg.AsyncConnection | None = None
+        self._last_warning = 0.0
+        self.failures = 0
+
+    async def _connection(self) -> psycopg.AsyncConnection:
+        if self._conn is None or self._conn.closed:
+            from sinks.db import connect_async
+
+            self._conn = await connect_async(self.database_url, autocommit=True)
+        return self._conn
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with contextlib.suppress(psycopg.Error, OSError):
+                await conn.close()
+
+    def decode(self, records: Sequence[InRecord], now_ms: int, result: OpensResult) -> list[Open]:
+        opens: list[Open] = []
+        for rec in records:
+            try:
+                item = decode_page_open(rec.value)
+            except InvalidRecord as exc:
+                letter = DeadLetter.build(key=rec.key, value=rec.value, topic=self.topic, partition=rec.partition,
+                                          offset=rec.offset, error=exc.code, message=exc.message, now_ms=now_ms)
+                result.dead.append((rec.key, letter.to_json()))
+                result.dead_reasons.append(exc.code)
+                continue
+            opens.append(Open(item.source_id, item.slug, item.opened_at_ms))
+        return opens
+
+    async def write(self, records: Sequence[InRecord], now_ms: int,
+                    should_stop: Callable[[], bool] = lambda: False,
+                    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> OpensResult:
+        """Apply a batch; returns once the UPDATE committed (or, when ``should_stop()`` turns true while
+        the database is down, with ``attempts = -1``: the caller must not acknowledge)."""
+        result = OpensResult()
+        opens = self.decode(records, now_ms, result)
+        result.opens = len(opens)
+        backoff = 0.05
+        while opens:
+            result.attempts += 1
+            try:
+                conn = await self._connection()
+                result.updated = await mark_retrieved(conn, opens)
+                break
+            except (psycopg.Error, OSError) as exc:
+                self.failures += 1
+                await self.close()
+                now = time.monotonic()
+                if now - self._last_warning > 10:
+                    self._last_warning = now
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    log.warning("cannot apply page opens to %s (%s); retrying, nothing is acknowledged meanwhile",
+                                redact(self.database_url), first)
+                if should_stop():
+                    result.attempts = -1
+                    return result
+                await sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+        return result
+
+
+def register_page_opens_agent(ctx: StreamApp) -> None:
+    """The Faust agent on ``page-opens``: batch, write, dead-letter, then acknowledge."""
+    from pipeline.agents.wiring import _records, now_ms, publish
+
+    settings = ctx.settings
+    writer = OpenWriter(settings.database_url, settings.topic_page_opens)
+
+    @ctx.app.agent(ctx.page_opens_topic, name="volunteer-page-opens")
+    async def page_opens_agent(stream: Any) -> None:
+        async for events in stream.noack_take(PAGE_OPENS_BATCH_MAX, within=settings.sink_flush_seconds):
+            result = await writer.write(_records(events), now_ms(), should_stop=lambda: bool(ctx.app.should_stop))
+            if result.attempts < 0:
+                return
+            backoff = 0.05
+            while result.dead:
+                try:
+                    await publish(ctx, settings.topic_dlq, result.dead)
+                    break
+                except Exception as exc:
+                    if ctx.app.should_stop:
+                        return
+                    log.warning("dead-lettering page opens failed (%s); retrying", exc)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF_S)
+            ctx.counters.dead_letters += len(result.dead)
+            ctx.metrics.page_opens_batch(result)
+            for event in events:
+                await stream.ack(event)

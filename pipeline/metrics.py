@@ -1,0 +1,293 @@
+"""Prometheus metrics of a worker (``VOLUNTEER_METRICS_PORT``; 0 = off), all named ``volunteer_*``.
+
+Cheap on the hot path by construction: the decision core fills a plain-integer
+:class:`~pipeline.core.tally.DecisionTally` per batch, the agents hand over whole batches, and
+everything that is a running total or a current value (turns, pages per arm, sessions, brain,
+consumer lag) is read only when Prometheus scrapes, by :class:`_WorkerCollector`. Only the batch
+histograms are observed as they happen, once per batch. Every worker has its own registry, so
+several apps in one process (tests) never share or clash on metrics. docs/observability.md lists
+the metrics with PromQL examples.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from prometheus_client import CollectorRegistry, Histogram, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.exposition import start_http_server
+
+from pipeline.core.tally import DecisionTally
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from pipeline.agents.page_opens import OpensResult
+    from pipeline.agents.sink import SinkResult
+    from pipeline.agents.window import BatchOutput
+    from pipeline.app import StreamApp
+    from pipeline.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+STAGE_WINDOW = "window"
+STAGE_SINK = "sink"
+STAGE_PAGE_OPENS = "page_opens"
+
+
+class MetricsPortError(RuntimeError):
+    """The metrics port cannot be used; the message says what to change."""
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def metrics_port_for(settings: Settings) -> int | None:
+    """The port to serve on, or None when metrics are off (port 0).
+
+    Same rule as the Faust web port (quirk 7): with the embedded broker, where several workers share
+    one host, a busy port falls back to a free one with a warning; against Kafka a busy port is a
+    configuration error (each worker process needs its own port, or its own network namespace).
+    """
+    port = settings.metrics_port
+    if port == 0:
+        return None
+    host = settings.metrics_host
+    if _port_is_free(host, port):
+        return port
+    if settings.broker_is_embedded:
+        free = _free_port(host)
+        log.warning("metrics port %d is in use; this worker serves metrics on port %d instead", port, free)
+        return free
+    raise MetricsPortError(
+        f"metrics port {port} on {host} is in use; give each worker process its own VOLUNTEER_METRICS_PORT "
+        "(or 0 to turn metrics off)"
+    )
+
+
+def _dead_reason(letter: bytes) -> str:
+    try:
+        reason = orjson.loads(letter).get("error")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "unknown"
+    return str(reason) if reason else "unknown"
+
+
+class WorkerMetrics:
+    """The metrics of one worker: batch hooks for the agents, a collector for scrapes, the HTTP server."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.tally = DecisionTally()
+        self.dead_letters: dict[tuple[str, str], int] = {}
+        self.page_opens = 0
+        self.page_open_updates = 0
+        self._lock = threading.Lock()  # the scrape thread copies what the event loop adds to
+        self._app: StreamApp | None = None
+        self._server: WSGIServer | None = None
+        self.port: int | None = None
+        self.sink_batch_size = Histogram(
+            "volunteer_sink_batch_size", "Volunteered records per sink batch (one INSERT).",
+            buckets=SIZE_BUCKETS, registry=self.registry)
+        self.sink_batch_seconds = Histogram(
+            "volunteer_sink_batch_seconds", "Time to store one sink batch, retries included.",
+            buckets=SECONDS_BUCKETS, registry=self.registry)
+        self.window_batch_size = Histogram(
+            "volunteer_window_batch_size", "Turn records per window-agent batch.",
+            buckets=SIZE_BUCKETS, registry=self.registry)
+        self.window_batch_seconds = Histogram(
+            "volunteer_window_batch_seconds", "Time to decide and publish one window batch, retries included.",
+            buckets=SECONDS_BUCKETS, registry=self.registry)
+        self.registry.register(_WorkerCollector(self))
+        ProcessCollector(registry=self.registry)
+
+    def bind(self, app: StreamApp) -> None:
+        """Read the app's counters, table, brain and consumer at scrape time."""
+        self._app = app
+
+    # ------------------------------------------------------------------ batch hooks (event loop)
+
+    def _count_dead(self, stage: str, reasons: Iterable[str]) -> None:
+        with self._lock:
+            for reason in reasons:
+                key = (stage, reason)
+                self.dead_letters[key] = self.dead_letters.get(key, 0) + 1
+
+    def window_batch(self, records: int, out: BatchOutput, seconds: float) -> None:
+        with self._lock:
+            self.tally.add(out.tally)
+        if out.dead:
+            self._count_dead(STAGE_WINDOW, (_dead_reason(letter) for _, letter in out.dead))
+        self.window_batch_size.observe(records)
+        self.window_batch_seconds.observe(seconds)
+
+    def sink_batch(self, records: int, result: SinkResult, seconds: float) -> None:
+        if result.dead:
+            self._count_dead(STAGE_SINK, (_dead_reason(letter) for _, letter in result.dead))
+        self.sink_batch_size.observe(records)
+        self.sink_batch_seconds.observe(seconds)
+
+    def page_opens_batch(self, result: OpensResult) -> None:
+        with self._lock:
+            self.page_opens += result.opens
+            self.page_open_updates += result.updated
+        if result.dead_reasons:
+            self._count_dead(STAGE_PAGE_OPENS, result.dead_reasons)
+
+    # ------------------------------------------------------------------ HTTP endpoint
+
+    def serve(self, host: str, port: int) -> int:
+        """Start the ``/metrics`` endpoint in a daemon thread; returns the bound port."""
+        try:
+            server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            raise MetricsPortError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+        self._server = server
+        self.port = int(server.server_port)
+        return self.port
+
+    def stop(self) -> None:
+        if self._server is not None:
+            server, self._server = self._server, None
+            server.shutdown()
+            server.server_close()
+
+
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)
+
+
+class _WorkerCollector:
+    """Running totals and current values, computed when scraped (nothing on the hot path)."""
+
+    def __init__(self, metrics: WorkerMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        with m._lock:
+            tally = DecisionTally()
+            tally.add(m.tally)
+            dead = dict(m.dead_letters)
+            opens, updates = m.page_opens, m.page_open_updates
+        app = m._app
+
+        if app is not None:
+            c = app.counters
+            yield _counter("volunteer_turns", "Turns decided (each turn of each session once).", c.turns)
+            yield _counter("volunteer_turns_skipped", "Records skipped: blank text, or redelivered and already "
+                           "applied.", c.skipped)
+            yield _counter("volunteer_events_written", "Rows inserted into context_volunteer_events "
+                           "(repeats of stored events not counted).", c.rows)
+            yield _counter("volunteer_sessions_expired", "Idle sessions removed from the table.", c.expired)
+            yield _counter("volunteer_events_purged", "Events deleted by the retention purge.", c.purged)
+        yield _counter("volunteer_decisions", "Decisions run by the core (turns through extract, resolve, gate).",
+                       tally.decisions)
+        yield _counter("volunteer_candidates", "Entity candidates in decided windows (after merging).",
+                       tally.candidates)
+        pointers = CounterMetricFamily("volunteer_pointers", "Pages resolved before the gate, per arm.",
+                                       labels=["arm"])
+        for arm, n in sorted(tally.pointers.items()):
+            pointers.add_metric([arm], n)
+        yield pointers
+        volunteered = CounterMetricFamily("volunteer_volunteered", "Pages volunteered, per arm.", labels=["arm"])
+        for arm, n in sorted(tally.volunteered.items()):
+            volunteered.add_metric([arm], n)
+        yield volunteered
+        yield _counter("volunteer_gate_dropped", "Resolved pages the gate dropped: under the confidence "
+                       "threshold, an excluded slug prefix, or over the page cap.", tally.gate_dropped)
+        yield _counter("volunteer_dedupe_suppressed", "Resolved pages skipped because the session already "
+                       "had them (session dedupe).", tally.suppressed)
+        dead_family = CounterMetricFamily("volunteer_dead_letters", "Records sent to the dead-letter topic, by "
+                                          "stage and reason.", labels=["stage", "reason"])
+        for (stage, reason), n in sorted(dead.items()):
+            dead_family.add_metric([stage, reason], n)
+        yield dead_family
+        yield _counter("volunteer_page_opens", "Valid page-open records applied.", opens)
+        yield _counter("volunteer_page_open_updates", "pages.last_retrieved_at rows changed by page opens "
+                       "(throttled, unknown and deleted pages change none).", updates)
+        if app is not None:
+            yield from self._current(app)
+
+    def _current(self, app: StreamApp) -> Iterator[Metric]:
+        settings = app.settings
+        info = InfoMetricFamily("volunteer_worker", "This worker's identity.")
+        info.add_metric([], {"app_id": settings.app_id,
+                             "broker": "tansu" if settings.broker_is_embedded else "kafka"})
+        yield info
+        brain = app.brain
+        index = brain.index
+        now = time.time()
+        yield GaugeMetricFamily("volunteer_brain_pages", "Live pages in the loaded brain.",
+                                value=index.live_page_count)
+        yield GaugeMetricFamily("volunteer_brain_alias_rows", "Alias rows in the loaded brain.",
+                                value=index.alias_row_count)
+        yield GaugeMetricFamily("volunteer_brain_age_seconds", "Seconds since the loaded brain was installed.",
+                                value=max(0.0, now - brain.loaded_at))
+        yield GaugeMetricFamily("volunteer_brain_refresh_age_seconds", "Seconds since the brain was last "
+                                "confirmed current (poll or load); grows while refreshes fail.",
+                                value=max(0.0, now - brain.checked_at))
+        yield _counter("volunteer_brain_reloads", "Brain reloads after a change in PostgreSQL.", brain.reloads)
+        try:
+            sessions = len(app.table.data)
+        except Exception:  # the table is not open yet
+            sessions = 0
+        yield GaugeMetricFamily("volunteer_sessions", "Sessions in this worker's table (its partitions).",
+                                value=sessions)
+        lag = GaugeMetricFamily("volunteer_consumer_lag", "Records not yet committed by this worker's group, per "
+                                "owned partition (high watermark minus committed offset).",
+                                labels=["topic", "partition"])
+        for topic, partition, value in consumer_lag(app):
+            lag.add_metric([topic, str(partition)], value)
+        yield lag
+
+
+def consumer_lag(app: StreamApp) -> list[tuple[str, int, int]]:
+    """``(topic, partition, lag)`` for the input topics' partitions this worker owns.
+
+    The high watermark is the one the consumer saw in its latest Fetch response, which is right on the
+    embedded broker too (unlike ListOffsets, quirk 3); a partition not fetched yet is left out. Before
+    the group's first commit on a partition the committed offset counts as 0.
+    """
+    consumer: Any = getattr(app.app, "_consumer", None)
+    if consumer is None:
+        return []
+    settings = app.settings
+    topics = {settings.topic_turns, settings.topic_volunteered, settings.topic_page_opens}
+    try:
+        assigned = [tp for tp in consumer.assignment() if tp.topic in topics]
+    except Exception:  # not started, or mid-rebalance
+        return []
+    committed: dict[Any, int | None] = dict(getattr(consumer, "_committed_offset", {}))
+    out = []
+    for tp in sorted(assigned):
+        try:
+            highwater = consumer.highwater(tp)
+        except Exception:
+            continue
+        if highwater is None or highwater < 0:
+            continue
+        done = committed.get(tp) or 0
+        out.append((tp.topic, tp.partition, max(0, int(highwater) - int(done))))
+    return out

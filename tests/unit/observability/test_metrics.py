@@ -1,0 +1,126 @@
+"""Worker metrics without a worker: batch hooks add up, names and labels are as documented, the port rule."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from pipeline.agents.page_opens import OpensResult
+from pipeline.agents.sink import SinkResult
+from pipeline.agents.window import BatchOutput
+from pipeline.core.tally import DecisionTally
+from pipeline.metrics import MetricsPortError, WorkerMetrics, metrics_port_for
+from pipeline.settings import load_settings
+
+
+def samples(metrics: WorkerMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client import generate_latest
+
+    out = {}
+    for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def letter(code: str) -> tuple[bytes, bytes]:
+    return b"k", orjson.dumps({"error": code, "message": "m"})
+
+
+def test_batch_hooks_accumulate_into_counters_and_histograms() -> None:
+    m = WorkerMetrics()
+    first = BatchOutput(dead=[letter("invalid_json"), letter("invalid_json")])
+    first.tally.record(7, [], (), [])
+    second = BatchOutput(dead=[letter("key_mismatch"), (None, b"not json")])
+    second.tally.candidates = 5
+    second.tally.decisions = 2
+    second.tally.pointers["alias"] = 3
+    second.tally.volunteered["alias"] = 2
+    second.tally.suppressed = 1
+    m.window_batch(10, first, 0.002)
+    m.window_batch(4, second, 0.02)
+    m.sink_batch(6, SinkResult(inserted=5, dead=[letter("invalid_volunteered")]), 0.004)
+    m.page_opens_batch(OpensResult(opens=3, updated=2, dead_reasons=["missing_field"]))
+    got = samples(m)
+    assert got[("volunteer_decisions_total", ())] == 3
+    assert got[("volunteer_candidates_total", ())] == 12
+    assert got[("volunteer_pointers_total", (("arm", "alias"),))] == 3
+    assert got[("volunteer_pointers_total", (("arm", "title"),))] == 0
+    assert got[("volunteer_volunteered_total", (("arm", "alias"),))] == 2
+    assert got[("volunteer_dedupe_suppressed_total", ())] == 1
+    dead = {labels: v for (name, labels), v in got.items() if name == "volunteer_dead_letters_total"}
+    assert dead == {
+        (("reason", "invalid_json"), ("stage", "window")): 2,
+        (("reason", "key_mismatch"), ("stage", "window")): 1,
+        (("reason", "unknown"), ("stage", "window")): 1,
+        (("reason", "invalid_volunteered"), ("stage", "sink")): 1,
+        (("reason", "missing_field"), ("stage", "page_opens")): 1,
+    }
+    assert got[("volunteer_window_batch_size_count", ())] == 2
+    assert got[("volunteer_window_batch_size_sum", ())] == 14
+    assert got[("volunteer_window_batch_seconds_bucket", (("le", "0.0025"),))] == 1
+    assert got[("volunteer_sink_batch_size_sum", ())] == 6
+    assert got[("volunteer_page_opens_total", ())] == 3
+    assert got[("volunteer_page_open_updates_total", ())] == 2
+    # nothing app-bound is reported before bind(): no made-up zeros for sessions or lag
+    assert not any(name.startswith(("volunteer_sessions", "volunteer_consumer_lag")) for name, _ in got)
+
+
+def test_every_metric_is_prefixed_and_documented() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "observability.md").read_text()
+    names = {name for name, _ in samples(WorkerMetrics())}
+    ours = {n for n in names if not n.startswith("process_")}
+    assert ours and all(n.startswith("volunteer_") for n in ours)
+    for name in ours:
+        base = name.removesuffix("_total").removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")
+        base = base.removesuffix("_created")
+        assert f"`{base}" in doc, f"{base} is not documented in docs/observability.md"
+
+
+def test_tally_add_folds_everything() -> None:
+    a, b = DecisionTally(), DecisionTally()
+    b.decisions, b.candidates, b.suppressed, b.gate_dropped = 1, 2, 3, 4
+    b.pointers["title"] = 5
+    b.volunteered["title"] = 1
+    a.add(b)
+    a.add(b)
+    assert (a.decisions, a.candidates, a.suppressed, a.gate_dropped) == (2, 4, 6, 8)
+    assert a.pointers["title"] == 10 and a.volunteered["title"] == 2
+
+
+def busy_port() -> tuple[socket.socket, int]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    return sock, int(sock.getsockname()[1])
+
+
+def test_port_rule_off_free_busy_embedded_and_busy_kafka() -> None:
+    assert metrics_port_for(load_settings(metrics_port=0)) is None
+    sock, port = busy_port()
+    try:
+        embedded = metrics_port_for(load_settings(broker="tansu://127.0.0.1:1", metrics_port=port))
+        assert embedded is not None and embedded != port
+        with pytest.raises(MetricsPortError, match=f"metrics port {port} .* in use"):
+            metrics_port_for(load_settings(broker="kafka://127.0.0.1:9092", metrics_port=port))
+    finally:
+        sock.close()
+    assert metrics_port_for(load_settings(broker="kafka://127.0.0.1:9092", metrics_port=port)) == port
+
+
+def test_serve_answers_on_the_chosen_port_and_stops() -> None:
+    m = WorkerMetrics()
+    port = m.serve("127.0.0.1", 0)
+    try:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        assert "volunteer_decisions_total 0.0" in body
+    finally:
+        m.stop()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
