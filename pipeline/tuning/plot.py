@@ -91,6 +91,15 @@ def _series(grid: Sequence[Setting]) -> list[tuple[str, list[int]]]:
     ]
 
 
+def _style(number: int, count: int) -> tuple[str, str, float, float]:
+    """(colour, dash, line width, point radius) of series ``number``. Earlier series are drawn wider
+    and underneath, so series with identical figures stay visible as nested lines."""
+    color = PALETTE[number % len(PALETTE)]
+    dash = DASHES[(number // len(PALETTE)) % len(DASHES)]
+    nesting = min(count - 1 - number, 4)
+    return color, dash, 2.0 + 1.5 * nesting, 3.5 + 1.1 * nesting
+
+
 def _panel(metric: Metric, grid: Sequence[Setting], tallies: Sequence[Tally], series: list[tuple[str, list[int]]],
            x0: float, best: int | None) -> str:
     xs = [s.min_confidence for s in grid]
@@ -120,27 +129,29 @@ def _panel(metric: Metric, grid: Sequence[Setting], tallies: Sequence[Tally], se
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{MARGIN_T}" y2="{MARGIN_T + plot_h}" class="grid"/>')
         out.append(f'<text x="{x:.1f}" y="{MARGIN_T + plot_h + 16}" class="xtick">{_num(tick)}</text>')
     out.append(f'<text x="{x0 + MARGIN_L + plot_w / 2}" y="{PANEL_H - 6}" class="axis">min_confidence</text>')
+    ring = ""
     for number, (label, indices) in enumerate(series):
-        color = PALETTE[number % len(PALETTE)]
-        dash = DASHES[(number // len(PALETTE)) % len(DASHES)]
+        color, dash, width, radius = _style(number, len(series))
         points = [(grid[i].min_confidence, metric.value(tallies[i]), i) for i in indices]
         drawn = [(x, y, i) for x, y, i in points if y is not None]
         if len(drawn) > 1:
             path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y, _ in drawn)
             dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
-            out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"{dash_attr}/>')
+            out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="{width}"'
+                       f' stroke-linejoin="round"{dash_attr}/>')
         for x, y, i in drawn:
             tally = tallies[i]
             tip = (f"{grid[i].label()}\n{metric.title}: {_num(y)}\nprecision {tally.precision}, "
                    f"recall {tally.recall}, volunteered {tally.volunteered}")
             out.append(
-                f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="4" fill="{color}" class="point" '
+                f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="{radius}" fill="{color}" class="point" '
                 f'data-series="{_esc(label)}" data-min-confidence="{x!r}" data-max-pages="{grid[i].max_pages}" '
                 f'data-window-turns="{grid[i].window_turns}" data-{metric.name.replace("_", "-")}="{y!r}">'
                 f"<title>{_esc(tip)}</title></circle>"
             )
             if i == best:
-                out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="9" class="best"/>')
+                ring = f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="{radius + 5}" class="best"/>'
+    out.append(ring)  # last, so no later line covers it
     out.append("</g>")
     return "\n".join(out)
 
@@ -151,30 +162,34 @@ def render_svg(grid: Sequence[Setting], tallies: Sequence[Tally]) -> str:
     metrics = [PRECISION, RECALL] if labelled else [PAGES_PER_TURN]
     series = _series(grid)
     best = best_index(tallies)
-    legend_rows = len(series) + (1 if best is not None else 0)
+    row_h = 18 if len(series) == 1 else 26
+    legend_rows = len(series) + (1 if best is not None else 0) + (1 if len(series) > 1 else 0)
     width = PANEL_W * len(metrics)
-    height = PANEL_H + 18 * legend_rows + 12
+    height = PANEL_H + row_h * legend_rows + 12
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">',
         "<style>.frame{fill:#fff;stroke:#888}.grid{stroke:#e3e3e3}.ptitle{font-size:14px;font-weight:bold}"
         ".ytick{text-anchor:end;fill:#444}.xtick{text-anchor:middle;fill:#444}.axis{text-anchor:middle;fill:#222}"
-        ".best{fill:none;stroke:#000;stroke-width:1.5}.legend{fill:#222}</style>",
+        ".best{fill:none;stroke:#000;stroke-width:1.5}.legend{fill:#222}.note{fill:#666;font-size:11px}</style>",
         f'<rect width="{width}" height="{height}" fill="#fff"/>',
     ]
     parts += [_panel(metric, grid, tallies, series, PANEL_W * n, best) for n, metric in enumerate(metrics)]
     y = PANEL_H + 14
     for number, (label, _) in enumerate(series):
-        color = PALETTE[number % len(PALETTE)]
-        dash = DASHES[(number // len(PALETTE)) % len(DASHES)]
+        color, dash, width, radius = _style(number, len(series))
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         parts.append(f'<line x1="{MARGIN_L}" x2="{MARGIN_L + 28}" y1="{y - 4}" y2="{y - 4}" stroke="{color}" '
-                     f'stroke-width="2"{dash_attr}/><circle cx="{MARGIN_L + 14}" cy="{y - 4}" r="4" fill="{color}"/>'
-                     f'<text x="{MARGIN_L + 36}" y="{y}" class="legend">{_esc(label)}</text>')
-        y += 18
+                     f'stroke-width="{width}"{dash_attr}/><circle cx="{MARGIN_L + 14}" cy="{y - 4}" r="{radius}" '
+                     f'fill="{color}"/><text x="{MARGIN_L + 40}" y="{y}" class="legend">{_esc(label)}</text>')
+        y += row_h
     if best is not None:
         parts.append(f'<circle cx="{MARGIN_L + 14}" cy="{y - 4}" r="8" class="best"/>'
-                     f'<text x="{MARGIN_L + 36}" y="{y}" class="legend">best F1: {_esc(grid[best].label())}</text>')
+                     f'<text x="{MARGIN_L + 40}" y="{y}" class="legend">best F1: {_esc(grid[best].label())}</text>')
+        y += row_h
+    if len(series) > 1:
+        parts.append(f'<text x="{MARGIN_L}" y="{y}" class="note">Lines are drawn nested (earlier combinations '
+                     "wider, underneath), so combinations with the same figures stay visible.</text>")
     parts.append("</svg>")
     return "\n".join(parts)
 
