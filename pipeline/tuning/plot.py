@@ -177,10 +177,10 @@ def render_svg(grid: Sequence[Setting], tallies: Sequence[Tally]) -> str:
     parts += [_panel(metric, grid, tallies, series, PANEL_W * n, best) for n, metric in enumerate(metrics)]
     y = PANEL_H + 14
     for number, (label, _) in enumerate(series):
-        color, dash, width, radius = _style(number, len(series))
+        color, dash, line_w, radius = _style(number, len(series))
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         parts.append(f'<line x1="{MARGIN_L}" x2="{MARGIN_L + 28}" y1="{y - 4}" y2="{y - 4}" stroke="{color}" '
-                     f'stroke-width="{width}"{dash_attr}/><circle cx="{MARGIN_L + 14}" cy="{y - 4}" r="{radius}" '
+                     f'stroke-width="{line_w}"{dash_attr}/><circle cx="{MARGIN_L + 14}" cy="{y - 4}" r="{radius}" '
                      f'fill="{color}"/><text x="{MARGIN_L + 40}" y="{y}" class="legend">{_esc(label)}</text>')
         y += row_h
     if best is not None:
