@@ -17,6 +17,7 @@ from typing import Any
 
 import faust
 
+from pipeline.agents.answers import AnswerBoard, register_views
 from pipeline.agents.brain import BrainHolder
 from pipeline.agents.sink import EventWriter
 from pipeline.agents.state import SessionTable
@@ -106,12 +107,15 @@ class StreamApp:
         self.app.tables.add(self.table)
         self.processor = WindowProcessor(settings, self.options)
         self.writer = EventWriter(settings.database_url, settings.topic_volunteered)
+        self.answers = AnswerBoard()  # pages proposed to waiting hooks (agents/answers.py)
         self.metrics = WorkerMetrics()  # served by run_worker when VOLUNTEER_METRICS_PORT is set
         self.metrics.bind(self)
 
         from pipeline.agents import wiring
 
         wiring.register_all(self)
+        if web_enabled:
+            register_views(self)  # the hooks' answer endpoint
 
     def _topic(self, name: str) -> Any:
         return self.app.topic(name, key_type=bytes, value_type=bytes, key_serializer=RAW, value_serializer=RAW,

@@ -88,7 +88,8 @@ def register_window_agent(ctx: StreamApp) -> None:
     @ctx.app.agent(ctx.turns_topic, name="volunteer-window")
     async def window_agent(stream: Any) -> None:
         async for events in stream.noack_take(WINDOW_BATCH_MAX, within=settings.sink_flush_seconds):
-            await handle_window_batch(ctx, _records(events))
+            out = await handle_window_batch(ctx, _records(events))
+            ctx.answers.resolve(out.proposals)  # wake the hooks waiting for these turns
             for event in events:
                 await stream.ack(event)
 

@@ -1,0 +1,250 @@
+"""Installing the hook in a harness's settings: idempotent, surgical, reversible.
+
+Claude Code reads ``hooks.UserPromptSubmit`` from ``settings.json`` (user: ``~/.claude``,
+project: ``<dir>/.claude``, local: ``<dir>/.claude/settings.local.json``). Codex reads the same
+shape from ``hooks.json`` (user: ``~/.codex``, project: ``<dir>/.codex``). Each event holds a list
+of matcher groups, each with a ``hooks`` list of ``{"type": "command", "command", "timeout"}``.
+
+Our entry is recognised by its command (the ``volunteer`` executable followed by ``hook
+user-prompt``), not by an extra marker key: Codex's config parsing is strict about unknown keys.
+Installing removes any earlier entry of ours and adds one; uninstalling removes ours and any
+group or event list that only held it. Everything else in the file (other hooks, permissions,
+unknown keys, key order) is left as it was. A file that is not valid JSON is never rewritten.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+EVENT = "UserPromptSubmit"
+DEFAULT_TIMEOUT_S = 5
+SCOPES = ("user", "project", "local")
+HARNESSES = ("claude-code", "codex")
+
+
+class InstallError(Exception):
+    """A one-line reason the settings cannot be changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    path: Path
+    before: str  # "" when the file does not exist
+    after: str
+    changed: bool
+    summary: str
+
+    def diff(self) -> str:
+        label = str(self.path)
+        return "".join(difflib.unified_diff(self.before.splitlines(keepends=True),
+                                            self.after.splitlines(keepends=True),
+                                            fromfile=label if self.before else "/dev/null", tofile=label))
+
+
+def settings_path(harness: str, scope: str, project_dir: Path | None = None,
+                  env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    home = Path(env.get("HOME") or Path.home())
+    project = (project_dir or Path.cwd()).resolve()
+    if harness == "codex":
+        if scope == "local":
+            raise InstallError("Codex has no local settings scope; use --scope user or --scope project")
+        if scope == "user":
+            codex_home = env.get("CODEX_HOME", "").strip()
+            return (Path(codex_home) if codex_home else home / ".codex") / "hooks.json"
+        return project / ".codex" / "hooks.json"
+    if scope == "user":
+        claude_dir = env.get("CLAUDE_CONFIG_DIR", "").strip()
+        return (Path(claude_dir) if claude_dir else home / ".claude") / "settings.json"
+    return project / ".claude" / ("settings.local.json" if scope == "local" else "settings.json")
+
+
+def default_executable() -> list[str]:
+    """How the harness should start ``volunteer``: an absolute path (harnesses started from a GUI
+    have no shell PATH), or ``python -m pipeline`` when no console script is found."""
+    found = shutil.which("volunteer")
+    if found:
+        return [str(Path(found).resolve()) if not Path(found).is_absolute() else found]
+    return [sys.executable, "-m", "pipeline"]
+
+
+def hook_command(harness: str, executable: list[str], env_vars: Mapping[str, str]) -> str:
+    parts = [*executable, "hook", "user-prompt"]
+    if harness != "claude-code":
+        parts += ["--harness", harness]
+    prefix = ["env", *(f"{k}={v}" for k, v in env_vars.items())] if env_vars else []
+    return " ".join(shlex.quote(p) for p in [*prefix, *parts])
+
+
+def is_our_command(command: Any) -> bool:
+    """``…/volunteer hook user-prompt …`` or ``… -m pipeline hook user-prompt …``."""
+    if not isinstance(command, str):
+        return False
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return False
+    for i in range(1, len(tokens) - 1):
+        if tokens[i] == "hook" and tokens[i + 1] == "user-prompt":
+            before = tokens[i - 1]
+            if Path(before).name == "volunteer" or (before == "pipeline" and i >= 2 and tokens[i - 2] == "-m"):
+                return True
+    return False
+
+
+def _is_ours(entry: Any) -> bool:
+    return isinstance(entry, dict) and is_our_command(entry.get("command"))
+
+
+def _groups(settings: dict[str, Any], create: bool) -> list[Any] | None:
+    hooks = settings.get("hooks")
+    if hooks is None:
+        if not create:
+            return None
+        hooks = settings["hooks"] = {}
+    if not isinstance(hooks, dict):
+        raise InstallError("'hooks' in the settings is not an object; fix it by hand first")
+    groups = hooks.get(EVENT)
+    if groups is None:
+        if not create:
+            return None
+        groups = hooks[EVENT] = []
+    if not isinstance(groups, list):
+        raise InstallError(f"'hooks.{EVENT}' in the settings is not a list; fix it by hand first")
+    return groups
+
+
+def _remove_ours(groups: list[Any]) -> int:
+    removed = 0
+    for index in range(len(groups) - 1, -1, -1):
+        group = groups[index]
+        if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+            continue
+        kept = [h for h in group["hooks"] if not _is_ours(h)]
+        gone = len(group["hooks"]) - len(kept)
+        if gone:
+            removed += gone
+            if kept:
+                group["hooks"] = kept
+            else:
+                del groups[index]  # the group only held our hook
+    return removed
+
+
+def _ours(groups: list[Any]) -> list[dict[str, Any]]:
+    return [h for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+            for h in g["hooks"] if _is_ours(h)]
+
+
+def install_into(settings: dict[str, Any], command: str, timeout_s: int = DEFAULT_TIMEOUT_S) -> bool:
+    """Make ``settings`` hold exactly one hook entry of ours, with this command; True if changed."""
+    groups = _groups(settings, create=True)
+    assert groups is not None
+    wanted = {"type": "command", "command": command, "timeout": timeout_s}
+    if _ours(groups) == [wanted]:
+        return False
+    _remove_ours(groups)
+    groups.append({"hooks": [wanted]})
+    return True
+
+
+def uninstall_from(settings: dict[str, Any]) -> int:
+    """Remove our hook entries (and containers that only held them); returns how many."""
+    groups = _groups(settings, create=False)
+    if groups is None:
+        return 0
+    removed = _remove_ours(groups)
+    if removed and not groups:
+        hooks = settings["hooks"]
+        del hooks[EVENT]
+        if not hooks:
+            del settings["hooks"]
+    return removed
+
+
+def installed_command(path: Path) -> str | None:
+    """Our hook command in that settings file, if any (``None`` also when unreadable)."""
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+        groups = _groups(settings, create=False) if isinstance(settings, dict) else None
+    except (OSError, ValueError, InstallError):
+        return None
+    ours = _ours(groups or [])
+    return str(ours[0]["command"]) if ours else None
+
+
+def _load(path: Path) -> tuple[str, dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return "", {}
+    except OSError as exc:
+        raise InstallError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not text.strip():
+        return text, {}
+    try:
+        settings = json.loads(text)
+    except ValueError as exc:
+        raise InstallError(f"{path} is not valid JSON ({exc}); fix or move it, then run again") from None
+    if not isinstance(settings, dict):
+        raise InstallError(f"{path} does not hold a JSON object; fix or move it, then run again")
+    return text, settings
+
+
+def _indent_of(text: str) -> int | str:
+    """The file's indentation (first indented line), so a rewrite keeps its look; 2 by default."""
+    for line in text.splitlines()[1:]:
+        stripped = line.lstrip(" \t")
+        if stripped and len(stripped) < len(line):
+            lead = line[: len(line) - len(stripped)]
+            return "\t" if lead.startswith("\t") else len(lead)
+    return 2
+
+
+def _dump(settings: dict[str, Any], like: str = "") -> str:
+    return json.dumps(settings, indent=_indent_of(like), ensure_ascii=False) + "\n"
+
+
+def plan(path: Path, *, uninstall: bool, command: str = "", timeout_s: int = DEFAULT_TIMEOUT_S) -> Plan:
+    before, settings = _load(path)
+    if uninstall:
+        removed = uninstall_from(settings)
+        if not removed:
+            return Plan(path, before, before, False, f"no volunteer hook in {path}; nothing to remove")
+        return Plan(path, before, _dump(settings, before), True, f"removed the volunteer {EVENT} hook from {path}")
+    if not install_into(settings, command, timeout_s):
+        return Plan(path, before, before, False, f"the volunteer {EVENT} hook is already installed in {path}")
+    return Plan(path, before, _dump(settings, before), True, f"installed the volunteer {EVENT} hook in {path}")
+
+
+def apply(p: Plan) -> Path | None:
+    """Write the plan atomically; the previous file is kept as ``<name>.bak`` (returned)."""
+    if not p.changed:
+        return None
+    path = p.path
+    backup: Path | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = 0o600
+        if path.exists():
+            mode = path.stat().st_mode & 0o777
+            backup = path.with_name(path.name + ".bak")
+            shutil.copy2(path, backup)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(p.after)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InstallError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return backup

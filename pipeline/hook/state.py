@@ -1,0 +1,161 @@
+"""Per-session hook state: turn numbering, how far the transcript was read, unreported deliveries.
+
+The hook numbers a session's turns itself (the worker ignores a number at or below the last one
+it processed), so the numbers are reserved here *before* publishing: a crash after reserving only
+leaves a gap, which the worker accepts, never a reused number. One small JSON file per session,
+read and replaced under an exclusive ``flock`` so two hooks of one session cannot interleave.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import orjson
+
+RECENT_PROMPTS_KEPT = 16
+PENDING_KEPT = 32
+SESSION_FILE_MAX_AGE_S = 14 * 24 * 3600.0
+
+
+def prompt_digest(text: str) -> str:
+    return hashlib.blake2b(text.strip().encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def session_file_name(session_id: str) -> str:
+    """A safe file name for any session id (ids are untrusted input)."""
+    return hashlib.blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest() + ".json"
+
+
+@dataclass(slots=True)
+class SessionHookState:
+    last_turn: int = 0
+    offset: int | None = None
+    file_id: str | None = None
+    recent_prompts: list[str] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)  # delivery objects not yet acknowledged
+    is_new: bool = True
+
+    def to_json(self, session_id: str) -> bytes:
+        return orjson.dumps({
+            "session_id": session_id,
+            "last_turn": self.last_turn,
+            "offset": self.offset,
+            "file_id": self.file_id,
+            "recent_prompts": self.recent_prompts[-RECENT_PROMPTS_KEPT:],
+            "pending": self.pending[-PENDING_KEPT:],
+            "updated_ms": int(time.time() * 1000),
+        })
+
+    @classmethod
+    def from_json(cls, data: bytes) -> SessionHookState:
+        obj = orjson.loads(data)
+        if not isinstance(obj, dict):
+            raise ValueError("not an object")
+        last = obj.get("last_turn")
+        offset = obj.get("offset")
+        return cls(
+            last_turn=last if isinstance(last, int) and last >= 0 else 0,
+            offset=offset if isinstance(offset, int) and offset >= 0 else None,
+            file_id=obj.get("file_id") if isinstance(obj.get("file_id"), str) else None,
+            recent_prompts=[p for p in obj.get("recent_prompts") or [] if isinstance(p, str)],
+            pending=[p for p in obj.get("pending") or [] if isinstance(p, dict)],
+            is_new=False,
+        )
+
+    def reserve(self, count: int) -> list[int]:
+        """The next ``count`` turn numbers, now used up."""
+        numbers = list(range(self.last_turn + 1, self.last_turn + 1 + count))
+        self.last_turn += count
+        return numbers
+
+    def remember_prompt(self, text: str) -> None:
+        self.recent_prompts.append(prompt_digest(text))
+        del self.recent_prompts[:-RECENT_PROMPTS_KEPT]
+
+
+class SessionStateFile:
+    """``with SessionStateFile(dir, channel, session) as f:`` -> ``f.state`` locked; ``f.save()``."""
+
+    def __init__(self, state_dir: Path, channel: str, session_id: str) -> None:
+        self.dir = state_dir / "sessions" / channel
+        self.path = self.dir / session_file_name(session_id)
+        self.session_id = session_id
+        self.state = SessionHookState()
+        self._fd: int | None = None
+
+    def __enter__(self) -> SessionStateFile:
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock_path = str(self.path) + ".lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return self
+        try:
+            self.state = SessionHookState.from_json(data)
+        except (ValueError, TypeError):
+            self.state = SessionHookState(is_new=False)  # unreadable: keep going, numbers restart
+        return self
+
+    def save(self) -> None:
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, self.state.to_json(self.session_id))
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def sweep_old_sessions(state_dir: Path, now: float | None = None, max_age_s: float = SESSION_FILE_MAX_AGE_S) -> int:
+    """Delete session files untouched for ``max_age_s`` (run when a new session starts)."""
+    now = time.time() if now is None else now
+    removed = 0
+    root = state_dir / "sessions"
+    try:
+        channels = list(root.iterdir())
+    except OSError:
+        return 0
+    for channel_dir in channels:
+        try:
+            entries = list(os.scandir(channel_dir))
+        except OSError:
+            continue
+        names = {entry.name for entry in entries}
+        for entry in entries:
+            # A session's .json is rewritten on every call; its .lock goes only with it.
+            if entry.name.endswith(".lock") and entry.name[:-5] in names:
+                continue
+            try:
+                if now - entry.stat().st_mtime <= max_age_s:
+                    continue
+                os.unlink(entry.path)
+                removed += 1
+                if entry.name.endswith(".json"):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path + ".lock")
+            except OSError:
+                continue
+    return removed

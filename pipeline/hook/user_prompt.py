@@ -1,0 +1,271 @@
+"""``volunteer hook user-prompt``: a harness prompt in, the volunteered pages for it out, fast.
+
+One call, all under the session's state lock:
+
+1. read the harness's ``UserPromptSubmit`` JSON from stdin;
+2. collect the turns to publish: on a session's first prompt the last few transcript turns (so
+   the worker's window starts warm), later the replies written since the previous prompt, then
+   the prompt itself; number them (numbers are reserved in the state file first);
+3. POST them to the worker's answer endpoint, which publishes them on ``turns`` and answers with
+   the pages the window agent proposed for the prompt's turn (or ``timeout``);
+4. print the block (capped, lowest confidence dropped first) and then report exactly the printed
+   pages as delivered; a report that fails is kept and sent with the next call.
+
+Fail-open: whatever goes wrong (bad input, no worker, the deadline, a bug), nothing is printed,
+the exit code is 0, and the heartbeat records why. The deadline counts from process start and is
+enforced with an interval timer, so no blocking call can outlive it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import IO, Any
+
+import orjson
+
+from pipeline.hook.config import HookConfig, hooks_enabled
+from pipeline.hook.heartbeat import CallRecord, record_call
+from pipeline.hook.http import WorkerUnavailable, post_json
+from pipeline.hook.protocol import DELIVERED_PATH, TURNS_PATH, Delivery, page_from_obj
+from pipeline.hook.render import fit
+from pipeline.hook.state import SessionHookState, SessionStateFile, prompt_digest, sweep_old_sessions
+from pipeline.hook.transcript import TranscriptRefused, confine, read_new
+
+MAX_STDIN_BYTES = 8 * 1024 * 1024
+RESPONSE_MARGIN_S = 0.03
+"""Asked of the worker: answer this much before the hook's deadline (transfer, render, print)."""
+FINISH_RESERVE_S = 0.012
+"""The timer fires this much before the deadline, leaving time to record the heartbeat."""
+MAX_SESSION_ID_CHARS = 256
+
+
+class Deadline(BaseException):
+    """Raised by the interval timer (a BaseException so no library ``except Exception`` eats it)."""
+
+
+def process_started_monotonic() -> float:
+    """When this process started, on the ``time.monotonic`` clock (Linux /proc; else now)."""
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        start_s = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - start_s
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
+    return now - min(max(age, 0.0), 5.0)
+
+
+@contextlib.contextmanager
+def timer_at(deadline: float) -> Iterator[Callable[[], None]]:
+    """Raise :class:`Deadline` in this thread at monotonic ``deadline``; yields a disarm function."""
+
+    def fire(signum: int, frame: Any) -> None:
+        raise Deadline()
+
+    def disarm() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    try:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise Deadline()
+        signal.setitimer(signal.ITIMER_REAL, remaining)
+        yield disarm
+    finally:
+        disarm()
+        signal.signal(signal.SIGALRM, previous)
+
+
+def read_stdin(stream: IO[bytes]) -> dict[str, Any] | None:
+    if stream.isatty():
+        sys.stderr.write("volunteer hook user-prompt reads the harness's hook JSON on stdin; "
+                         "see 'volunteer bootstrap --help' to install it\n")
+        return None
+    data = stream.read(MAX_STDIN_BYTES + 1)
+    if len(data) > MAX_STDIN_BYTES:
+        return None
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+class Call:
+    """One hook call: its settings, deadline, outcome record and output sink."""
+
+    def __init__(self, cfg: HookConfig, deadline: float, emit: Callable[[str], bool]) -> None:
+        self.cfg = cfg
+        self.deadline = deadline
+        self.emit = emit
+        self.record = CallRecord(cfg.channel)
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def degrade(self, reason: str) -> None:
+        self.record.outcome = "degraded"
+        self.record.reason = reason
+
+    # ------------------------------------------------------------------ steps
+
+    def run(self, payload: dict[str, Any]) -> None:
+        session_id = payload.get("session_id")
+        prompt = payload.get("prompt")
+        if not isinstance(session_id, str) or not 0 < len(session_id) <= MAX_SESSION_ID_CHARS:
+            return self.degrade("bad_session_id")
+        if not isinstance(prompt, str) or not prompt.strip():
+            self.record.outcome, self.record.reason = "nothing", "empty_prompt"
+            return None
+        with SessionStateFile(self.cfg.state_dir, self.cfg.channel, session_id) as sf:
+            if sf.state.is_new:
+                sweep_old_sessions(self.cfg.state_dir)
+            turns = self.new_turns(sf.state, payload.get("transcript_path"), prompt)
+            if turns is None:
+                return None
+            answer = self.publish(sf, session_id, turns, prompt)
+            if answer is None:
+                return None
+            self.deliver(sf, session_id, answer)
+        return None
+
+    def new_turns(self, state: SessionHookState, transcript_path: Any,
+                  prompt: str) -> list[tuple[str, str]] | None:
+        """Catch-up turns from the transcript (bounded) plus the prompt; None if refused."""
+        catch_up: list[tuple[str, str]] = []
+        if transcript_path is not None and self.cfg.warm_turns > 0:
+            try:
+                path = confine(transcript_path, self.cfg.transcript_root)
+            except TranscriptRefused as exc:
+                self.degrade(exc.reason)
+                return None
+            if path is not None:
+                chunk = read_new(path, state.offset, state.file_id, self.cfg.harness)
+                ours = set(state.recent_prompts)
+                ours.add(prompt_digest(prompt))
+                catch_up = [t for t in chunk.turns if not (t[0] == "user" and prompt_digest(t[1]) in ours)]
+                catch_up = catch_up[-self.cfg.warm_turns:]
+                state.offset, state.file_id = chunk.end_offset, chunk.file_id
+        state.remember_prompt(prompt)
+        return [*catch_up, ("user", prompt)]
+
+    def publish(self, sf: SessionStateFile, session_id: str, turns: list[tuple[str, str]],
+                prompt: str) -> dict[str, Any] | None:
+        """Reserve numbers, POST, handle the answer; returns ``{"turn", "pages"}`` or None."""
+        state = sf.state
+        for attempt in range(2):
+            numbers = state.reserve(len(turns))
+            sf.save()  # numbers are used up before anything is published
+            pending = list(state.pending)
+            body = {
+                "session_id": session_id,
+                "channel": self.cfg.channel,
+                "source_id": self.cfg.source_id,
+                "ts": int(time.time() * 1000),
+                "turns": [{"role": r, "text": t, "turn": n} for (r, t), n in zip(turns, numbers, strict=True)],
+                "deliveries": pending,
+                "wait_turn": numbers[-1],
+                "wait_ms": max(0, int((self.remaining() - RESPONSE_MARGIN_S) * 1000)),
+            }
+            try:
+                answer = post_json(self.cfg.url, TURNS_PATH, body, self.remaining())
+            except WorkerUnavailable as exc:
+                self.degrade(exc.reason)
+                return None
+            if pending:  # the worker published them before answering
+                self.record.pages_reported += sum(len(p.get("slugs") or ()) for p in pending)
+                state.pending = state.pending[len(pending):]
+                sf.save()
+            status = answer.get("status")
+            if status == "duplicate" and attempt == 0:
+                # The worker's session is ahead of our numbering (state file lost): catch up, retry once.
+                last = answer.get("last_turn")
+                if isinstance(last, int) and last > state.last_turn:
+                    state.last_turn = last
+                continue
+            if status != "ok":
+                self.degrade("deadline" if status == "timeout" else f"worker_{status}"[:40])
+                return None
+            return {"turn": numbers[-1], "pages": answer.get("pages")}
+        self.degrade("turn_resync")
+        return None
+
+    def deliver(self, sf: SessionStateFile, session_id: str, answer: dict[str, Any]) -> None:
+        raw = answer.get("pages")
+        pages = [p for p in (page_from_obj(x) for x in raw) if p is not None] if isinstance(raw, list) else []
+        if not pages:
+            self.record.outcome = "nothing"
+            return
+        output, printed = fit(pages, self.cfg.max_chars)
+        if output is None:
+            return self.degrade("over_cap")
+        if not self.emit(output):
+            return self.degrade("deadline")
+        self.record.outcome = "ok"
+        self.record.reason = "trimmed" if len(printed) < len(pages) else None
+        self.record.pages_printed = len(printed)
+        delivery = Delivery(session_id, int(answer["turn"]), tuple(dict.fromkeys(p["slug"] for p in printed)),
+                            self.cfg.channel, int(time.time() * 1000))
+        report = orjson.loads(delivery.to_json())
+        try:
+            post_json(self.cfg.url, DELIVERED_PATH, report, self.remaining())
+        except (WorkerUnavailable, Deadline):
+            sf.state.pending.append(report)  # sent with the next call of this session
+            sf.save()
+            return
+        self.record.pages_reported += len(delivery.slugs)
+
+
+def run(harness: str, stdin: IO[bytes] | None = None, stdout_fd: int = 1,
+        env: Mapping[str, str] | None = None, started: float | None = None) -> int:
+    """The whole hook; always returns 0."""
+    env = os.environ if env is None else env
+    if not hooks_enabled(env):
+        return 0
+    started = process_started_monotonic() if started is None else started
+    cfg = HookConfig.from_env(harness, env)
+    deadline = started + cfg.deadline_ms / 1000
+    printed = False
+    disarm_box: list[Callable[[], None]] = []
+
+    def emit(output: str) -> bool:
+        nonlocal printed
+        if disarm_box:
+            disarm_box[0]()
+        if time.monotonic() >= deadline:
+            return False
+        data = output.encode("utf-8")
+        while data:
+            data = data[os.write(stdout_fd, data):]
+        printed = True
+        with contextlib.suppress(OSError):  # end the harness's read now; the report follows
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stdout_fd)
+            os.close(devnull)
+        return True
+
+    call = Call(cfg, deadline, emit)
+    try:
+        with timer_at(deadline - FINISH_RESERVE_S) as disarm:
+            disarm_box.append(disarm)
+            payload = read_stdin(stdin if stdin is not None else sys.stdin.buffer)
+            if payload is None:
+                call.degrade("bad_input")
+            else:
+                call.run(payload)
+    except Deadline:
+        if not printed:
+            call.degrade("deadline")
+    except Exception as exc:  # fail open, whatever it was
+        call.record.outcome = "error"
+        call.record.reason = f"exception:{type(exc).__name__}"[:48]
+    call.record.duration_ms = (time.monotonic() - started) * 1000
+    record_call(cfg.state_dir, call.record)
+    return 0
