@@ -396,6 +396,9 @@ def test_ports_agree_between_settings_health_check_image_and_prometheus(services
                for sd in job.get("dns_sd_configs", []) for name in sd["names"]]
     assert ("worker", metrics_port) in targets, f"Prometheus does not scrape worker:{metrics_port} ({targets})"
     assert all(name in services for name, _ in targets)
+    # Prometheus runs in another container: the endpoint must listen beyond the worker's loopback.
+    host = env.get("VOLUNTEER_METRICS_HOST", str(Settings.model_fields["metrics_host"].default))
+    assert host in ("0.0.0.0", "::"), f"VOLUNTEER_METRICS_HOST={host} is unreachable from the prometheus container"
 
 
 def test_topics_follow_the_settings() -> None:
