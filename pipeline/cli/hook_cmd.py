@@ -7,6 +7,7 @@ the standard library, because the hook's whole run counts against the prompt's l
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -18,10 +19,32 @@ def hook() -> None:
     """Hooks for AI harnesses (installed by 'volunteer bootstrap')."""
 
 
+_ENV_OPTIONS = (
+    # (flag, variable, help) -- plain strings: a bad value must never make click exit non-zero.
+    ("--url", "VOLUNTEER_HOOK_URL", "The worker's web address (default http://127.0.0.1:6066)."),
+    ("--deadline-ms", "VOLUNTEER_HOOK_DEADLINE_MS", "Total time budget from process start (default 800)."),
+    ("--max-chars", "VOLUNTEER_HOOK_MAX_CHARS", "Output cap in characters (default and maximum 10000)."),
+    ("--warm-turns", "VOLUNTEER_HOOK_WARM_TURNS",
+     "Transcript turns sent with a session's first prompt, and at most that many replies later (default 4)."),
+    ("--state-dir", "VOLUNTEER_HOOK_STATE_DIR",
+     "Per-session state and the heartbeat (default ~/.local/state/volunteer/hooks)."),
+    ("--source", "VOLUNTEER_SOURCE", "Brain source to resolve against (default: the worker's)."),
+    ("--enabled", "VOLUNTEER_HOOKS", "Kill switch: 0, false, off or no makes the hook do nothing at all."),
+)
+
+
+def _env_options(func: Any) -> Any:
+    for flag, variable, text in reversed(_ENV_OPTIONS):
+        func = click.option(flag, variable, envvar=variable, default=None, metavar="VALUE",
+                            help=f"{text} [env: {variable}]")(func)
+    return func
+
+
 @hook.command(name="user-prompt")
 @click.option("--harness", type=click.Choice(HOOK_CHANNELS), default=DEFAULT_HARNESS, show_default=True,
               help="Which harness calls the hook; also the channel its pages are logged under.")
-def user_prompt(harness: str) -> None:
+@_env_options
+def user_prompt(harness: str, **values: str | None) -> None:
     """Volunteer brain pages for the prompt being submitted (UserPromptSubmit hook).
 
     Reads the harness's hook JSON on stdin (session_id, prompt, transcript_path, cwd), sends
@@ -31,23 +54,17 @@ def user_prompt(harness: str) -> None:
     Only printed pages count as volunteered (context_volunteer_events, 'volunteer stats').
 
     It never blocks the prompt: after the deadline, when nothing clears the gate, or on any
-    error it prints nothing and exits 0 (the reason goes to the heartbeat 'volunteer doctor'
-    reads).
-
-    \b
-    Environment:
-      VOLUNTEER_HOOKS=0              kill switch: do nothing at all
-      VOLUNTEER_HOOK_URL             the worker's web address (default http://127.0.0.1:6066)
-      VOLUNTEER_HOOK_DEADLINE_MS     total time budget from process start (default 800)
-      VOLUNTEER_HOOK_MAX_CHARS       output cap (default and maximum 10000)
-      VOLUNTEER_HOOK_WARM_TURNS      transcript turns sent on a session's first prompt (default 4)
-      VOLUNTEER_HOOK_STATE_DIR       state and heartbeat (default ~/.local/state/volunteer/hooks)
-      VOLUNTEER_SOURCE               brain source to resolve against (default: the worker's)
+    error it prints nothing and exits 0 (the reason goes to the heartbeat that 'volunteer
+    doctor' reads). Every option can also be set by its environment variable.
 
     \b
     Try it against a running worker:
       echo '{"session_id":"s1","prompt":"Did Alice Example reply?"}' | volunteer hook user-prompt
     """
+    import os
+
     from pipeline.hook.user_prompt import run
 
-    sys.exit(run(harness))
+    env = dict(os.environ)
+    env.update({variable: value for variable, value in values.items() if value is not None})
+    sys.exit(run(harness, env=env))

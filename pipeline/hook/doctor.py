@@ -1,0 +1,128 @@
+"""What the doctor says about the hook channels: installed? called? delivering? counted?
+
+For each harness (Claude Code, Codex) it combines three sources: the harness settings (is our
+hook installed, and where), the hook's heartbeat on this machine (calls, printed and reported
+pages over the last days, the last reasons) and the events table (rows per channel over the same
+days). It flags the two quiet failures the reference names, "installed but never called" (the
+harness reads hooks at session start: restart it) and "called but never delivered anything", and
+reconciles pages printed / reported / stored, which tells a lost report from a slow sink.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pipeline.hook.config import default_state_dir
+from pipeline.hook.heartbeat import read_heartbeat, totals_since
+from pipeline.hook.install import HARNESSES, SCOPES, InstallError, installed_command, settings_path
+
+OK, WARN = "ok", "warn"
+
+
+@dataclass
+class HookChannelStatus:
+    channel: str
+    status: str
+    detail: str
+    hint: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def installed_in(harness: str, env: Mapping[str, str], project_dir: Path | None) -> list[str]:
+    """The settings files (all scopes) that hold our hook for this harness."""
+    found = []
+    for scope in SCOPES:
+        try:
+            path = settings_path(harness, scope, project_dir, env)
+        except InstallError:
+            continue
+        if installed_command(path) is not None:
+            found.append(str(path))
+    return found
+
+
+def _when(ms: Any) -> str:
+    if not isinstance(ms, int | float):
+        return "never"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _top_reasons(channel_data: Mapping[str, Any], n: int = 3) -> str:
+    reasons = channel_data.get("reasons") or {}
+    ranked = sorted(((int(v), str(k)) for k, v in reasons.items() if k not in ("ok", "nothing")), reverse=True)
+    return ", ".join(f"{k} x{v}" for v, k in ranked[:n])
+
+
+def hook_channel_statuses(events_by_channel: Mapping[str, int], *, days: int = 7,
+                          state_dir: Path | None = None, env: Mapping[str, str] | None = None,
+                          project_dir: Path | None = None, now_ms: int | None = None) -> list[HookChannelStatus]:
+    """One status per harness that is installed, was called, or has events; quiet cases are ``warn``."""
+    env = os.environ if env is None else env
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    if state_dir is None:
+        configured = env.get("VOLUNTEER_HOOK_STATE_DIR", "").strip()
+        state_dir = Path(configured) if configured else default_state_dir(env)
+    heartbeat = read_heartbeat(state_dir).get("channels", {})
+    out = []
+    for harness in HARNESSES:
+        where = installed_in(harness, env, project_dir)
+        beat = heartbeat.get(harness) or {}
+        events = int(events_by_channel.get(harness, 0))
+        if not where and not beat and not events:
+            continue
+        week = totals_since(beat, days, now_ms) if beat else dict.fromkeys(
+            ("calls", "printed_calls", "pages_printed", "pages_reported"), 0)
+        data = {"installed_in": where, "heartbeat": str(state_dir), "events": events, "days": days,
+                "last_call": _when(beat.get("last_call_ms")), "last_delivery": _when(beat.get("last_delivery_ms")),
+                **week}
+        status, detail, hint = _judge(harness, where, beat, week, events, days)
+        out.append(HookChannelStatus(harness, status, detail, hint, data))
+    return out
+
+
+def _judge(harness: str, where: list[str], beat: Mapping[str, Any], week: Mapping[str, int], events: int,
+           days: int) -> tuple[str, str, str]:
+    name = "Claude Code" if harness == "claude-code" else "Codex"
+    if where and not beat:
+        return (WARN, f"{harness}: hook installed ({where[0]}) but never called",
+                f"restart your {name} sessions: hooks are read when a session starts")
+    if where and week["calls"] == 0:
+        return (WARN, f"{harness}: hook installed but not called in {days} days (last call {_when(beat.get('last_call_ms'))})",
+                f"restart your {name} sessions, and check the hook command in {where[0]}")
+    if week["calls"] and not week["printed_calls"]:
+        reasons = _top_reasons(beat)
+        return (WARN, f"{harness}: called {week['calls']} times in {days} days but never delivered anything"
+                      + (f" ({reasons})" if reasons else ""),
+                "no_worker/deadline: run 'volunteer worker' with its web server on and point VOLUNTEER_HOOK_URL "
+                "at it; 'nothing' only: the brain has no page these prompts mention")
+    printed, reported = week["pages_printed"], week["pages_reported"]
+    detail = (f"{harness}: {week['calls']} calls, {week['printed_calls']} delivered, {printed} pages printed, "
+              f"{reported} reported, {events} events in {days} days")
+    if printed > reported:
+        return (WARN, detail + f"; {printed - reported} printed pages not reported yet",
+                "the worker was unreachable right after printing; reports are resent with the session's next "
+                "prompt (pages never reported are not counted)")
+    if events < reported:
+        return (WARN, detail + f"; {reported - events} reported pages have no event row",
+                "check the worker's sink (database reachable? 'volunteer doctor' lag); rows from other machines "
+                "make events exceed this machine's heartbeat, never fall short")
+    return OK, detail, ""
+
+
+def merge_into_channels(status: str, detail: str, hint: str, data: dict[str, Any],
+                        events_by_channel: Mapping[str, int], **kwargs: Any) -> tuple[str, str, str, dict[str, Any]]:
+    """The doctor's ``channels`` check with the hook channels folded in (worst status wins)."""
+    hooks = hook_channel_statuses(events_by_channel, **kwargs)
+    if not hooks:
+        return status, detail, hint, data
+    rank = {OK: 0, WARN: 1}
+    worst = max([status, *(h.status for h in hooks)], key=lambda s: rank.get(s, 2))
+    detail = "; ".join([detail, *(h.detail for h in hooks)])
+    hint = hint or next((h.hint for h in hooks if h.hint), "")
+    return worst, detail, hint, {**data, "hooks": {h.channel: {"status": h.status, **h.data} for h in hooks}}
