@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from pipeline.core.normalize import js_trim
+
 MAX_SESSION_ID_CHARS = 256
 DEFAULT_MAX_TEXT_BYTES = 5_000_000
 MAX_TURN_NUMBER = 2_147_483_647  # PostgreSQL INTEGER, as the reference clamps it
@@ -150,10 +152,15 @@ def decode_turn(
         raise InvalidRecord("missing_field", "field 'text' is required")
     if not isinstance(text, str):
         raise InvalidRecord("wrong_type", f"field 'text' must be a string, got {type(text).__name__}")
-    if len(text) > max_text_bytes or len(text.encode("utf-8", "surrogatepass")) > max_text_bytes:
+    if len(text) > max_text_bytes:
         raise InvalidRecord("text_too_large", f"field 'text' is over the limit of {max_text_bytes} bytes")
-    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
-        raise InvalidRecord("invalid_utf8", "field 'text' contains a lone surrogate")
+    try:
+        # One C-speed pass both measures the UTF-8 size and rejects lone surrogates (JSON "\ud800").
+        encoded_len = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidRecord("invalid_utf8", "field 'text' contains a lone surrogate") from None
+    if encoded_len > max_text_bytes:
+        raise InvalidRecord("text_too_large", f"field 'text' is over the limit of {max_text_bytes} bytes")
 
     turn_no = obj.get("turn")
     if turn_no is not None:
@@ -170,7 +177,7 @@ def decode_turn(
     source_id = _check_identifier(obj, "source_id", required=False, max_chars=256)
     channel = _check_identifier(obj, "channel", required=False, max_chars=64)
 
-    stripped = text.strip()
+    stripped = js_trim(text)  # the reference trims with JavaScript's whitespace set
     if not stripped:
         return None
     return Turn(session_id, role_lc, stripped, turn_no, ts_ms, source_id, channel)
