@@ -52,6 +52,8 @@ KEEP_RESULTS_S = 60.0
 MAX_RESULTS = 8192
 MAX_TURNS_PER_REQUEST = 80
 FORWARD_EXTRA_S = 2.0
+HOOK_ENDPOINT_MARK = "hook answer endpoint:"
+"""Logged (INFO) when the worker starts with its web server on; tests and the bench read the URL."""
 
 Key = tuple[str, int]
 
@@ -309,3 +311,8 @@ def register_views(ctx: StreamApp) -> None:
     ctx.app.page(TURNS_PATH)(HookTurns)
     ctx.app.page(DELIVERED_PATH)(HookDelivered)
     ctx.app.page(HEALTH_PATH)(HookHealth)
+
+    @ctx.app.task
+    async def announce_hook_endpoint() -> None:  # runs once logging is set up
+        url = str(ctx.app.conf.canonical_url).rstrip("/")
+        log.info("%s %s (set VOLUNTEER_HOOK_URL=%s for 'volunteer hook')", HOOK_ENDPOINT_MARK, url + TURNS_PATH, url)

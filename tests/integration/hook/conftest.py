@@ -1,0 +1,188 @@
+"""Fixtures of the hook tests: a real worker (web server on) per module on the embedded services,
+and a runner for real ``volunteer hook user-prompt`` processes fed real ``UserPromptSubmit`` JSON.
+
+One worker per module keeps the runtime small: every test uses its own session ids, so tests
+share the worker without seeing each other's sessions.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psycopg
+import pytest
+
+from pipeline.agents.answers import HOOK_ENDPOINT_MARK
+from pipeline.agents.wiring import READY_MARK
+from pipeline.settings import Settings
+from sinks.db import with_database
+from tests.services.broker import new_names, settings_for
+from tests.services.postgres import _create_database, _drop_database
+
+ROOT = Path(__file__).resolve().parents[3]
+SAMPLE_BRAIN = ROOT / "pipeline" / "samples" / "brain"
+HANG_STOP_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Worker:
+    """A ``volunteer worker`` child process with its web server (the hook endpoint) on."""
+
+    settings: Settings
+    log_path: Path
+    data_dir: Path
+    proc: subprocess.Popen[bytes] | None = None
+    url: str = ""
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
+        s = self.settings
+        env.update({"VOLUNTEER_BROKER": s.broker, "VOLUNTEER_DATABASE_URL": s.database_url,
+                    "VOLUNTEER_TOPIC_TURNS": s.topic_turns, "VOLUNTEER_TOPIC_VOLUNTEERED": s.topic_volunteered,
+                    "VOLUNTEER_TOPIC_DLQ": s.topic_dlq, "VOLUNTEER_TOPIC_PARTITIONS": str(s.topic_partitions),
+                    "VOLUNTEER_APP_ID": s.app_id, "VOLUNTEER_DATA_DIR": str(self.data_dir),
+                    "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1"})
+        return env
+
+    def start(self) -> Worker:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "pipeline", "worker", "--brain", str(SAMPLE_BRAIN), "--web-port",
+                 str(free_port())], env=self.env(), cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_ready(self, count: int = 1, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while self.log().count(READY_MARK) < count or HOOK_ENDPOINT_MARK not in self.log():
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"worker exited ({self.proc.returncode}):\n{self.log()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"worker not ready within {timeout}s:\n{self.log()[-3000:]}")
+            time.sleep(0.05)
+        found = re.search(re.escape(HOOK_ENDPOINT_MARK) + r" (http://[^/\s]+)/", self.log())
+        assert found, self.log()[-2000:]
+        self.url = found.group(1)
+
+    def health(self) -> dict[str, Any]:
+        with urllib.request.urlopen(self.url + "/volunteer/hook/health", timeout=10) as response:
+            data: dict[str, Any] = orjson.loads(response.read())
+            return data
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@dataclass
+class HookRunner:
+    """Runs the real hook command the way a harness does: JSON on stdin, stdout captured."""
+
+    url: str
+    home: Path
+    state_dir: Path
+    env_extra: dict[str, str] = field(default_factory=dict)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
+        env.update({"HOME": str(self.home), "VOLUNTEER_HOOK_URL": self.url,
+                    "VOLUNTEER_HOOK_STATE_DIR": str(self.state_dir),
+                    # generous: the 2 shared cores may be busy; deadline behaviour has its own tests
+                    "VOLUNTEER_HOOK_DEADLINE_MS": "8000"})
+        env.update(self.env_extra)
+        env.update(extra)
+        return env
+
+    def __call__(self, session_id: str, prompt: str, *args: str, transcript_path: str | None = None,
+                 raw_stdin: bytes | None = None, **extra: str) -> subprocess.CompletedProcess[bytes]:
+        payload = {"session_id": session_id, "transcript_path": transcript_path, "cwd": str(self.home),
+                   "hook_event_name": "UserPromptSubmit", "prompt": prompt}
+        stdin = raw_stdin if raw_stdin is not None else orjson.dumps(payload)
+        return subprocess.run([sys.executable, "-m", "pipeline", "hook", "user-prompt", *args], input=stdin,
+                              capture_output=True, env=self.env(**extra), cwd=ROOT, timeout=HANG_STOP_S)
+
+    def heartbeat(self, channel: str = "claude-code") -> dict[str, Any]:
+        path = self.state_dir / "heartbeat.json"
+        if not path.exists():
+            return {}
+        data: dict[str, Any] = orjson.loads(path.read_bytes())["channels"].get(channel, {})
+        return data
+
+
+@pytest.fixture(scope="module")
+def hook_database(postgres_server_url: str, _migrated_template: str) -> Iterator[str]:
+    name = _create_database(postgres_server_url, template=_migrated_template)
+    try:
+        yield with_database(postgres_server_url, name)
+    finally:
+        _drop_database(postgres_server_url, name)
+
+
+@pytest.fixture(scope="module")
+def hook_settings(module_broker_url: str, hook_database: str) -> Settings:
+    return settings_for(module_broker_url, new_names(), database_url=hook_database, topic_partitions=4)
+
+
+@pytest.fixture(scope="module")
+def worker(hook_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+    base = tmp_path_factory.mktemp("hook-worker")
+    w = Worker(hook_settings, base / "worker.log", base / "data").start()
+    try:
+        w.wait_ready()
+        yield w
+    finally:
+        w.stop()
+
+
+@pytest.fixture
+def hook(worker: Worker, tmp_path: Path) -> HookRunner:
+    home = tmp_path / "home"
+    (home / ".claude" / "projects").mkdir(parents=True)
+    return HookRunner(worker.url, home, tmp_path / "state")
+
+
+def event_rows(database_url: str, session_id: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT turn, slug, channel, match_arm, confidence FROM context_volunteer_events "
+            "WHERE session_id = %s ORDER BY turn, slug", (session_id,)).fetchall()
+
+
+def wait_rows(database_url: str, session_id: str, expect: int, timeout: float = 30) -> list[tuple[Any, ...]]:
+    """The session's rows once ``expect`` are there, after a short settle so extra rows show up too."""
+    deadline = time.monotonic() + timeout
+    rows = event_rows(database_url, session_id)
+    while len(rows) < expect and time.monotonic() < deadline:
+        time.sleep(0.1)
+        rows = event_rows(database_url, session_id)
+    time.sleep(0.5)
+    return event_rows(database_url, session_id)

@@ -1,0 +1,199 @@
+"""``volunteer hook user-prompt`` processes against a running worker on the embedded broker and
+PostgreSQL: the pages of exactly the prompt's turn, the block and its cap, dedupe across prompts,
+delivered-only rows, the transcript warm-up and its confinement, Codex, and the fail-open paths.
+
+Expected pages come from the decision core's one-shot op over the same window (an independent
+path from the worker's per-session state), with the slugs already delivered excluded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from pipeline.braindir import load_brain_dir
+from pipeline.core.brain import BrainIndex
+from pipeline.core.op import volunteer_context
+from pipeline.hook.render import BLOCK_HEADING, BLOCK_MARKER, output_length, payload_for
+from pipeline.settings import Settings
+from tests.integration.hook.conftest import SAMPLE_BRAIN, HookRunner, Worker, event_rows, wait_rows
+
+pytestmark = pytest.mark.integration
+
+ALICE, KITELINE, NORTHWIND = "people/alice-example", "companies/kiteline", "companies/northwind-ventures"
+LINE = re.compile(r"^- \*\*(?P<display>.+?)\*\* → `(?P<slug>[^`]+)` \((?P<conf>\d\.\d\d), (?P<rationale>.+?)\)"
+                  r"(?: — (?P<synopsis>.+))?$")
+
+
+@pytest.fixture(scope="module")
+def brain() -> BrainIndex:
+    return load_brain_dir(SAMPLE_BRAIN)
+
+
+def expected(brain: BrainIndex, turns: Sequence[tuple[str, str]], delivered: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The op over the worker's window (last 4 turns), excluding what was delivered before."""
+    window = "\n".join(f"{role}: {text}" for role, text in turns[-4:])
+    pages: list[dict[str, Any]] = volunteer_context(window, brain, exclude_slugs=set(delivered))["pages"]
+    return pages
+
+
+def block_lines(stdout: bytes) -> list[str]:
+    assert stdout.endswith(b"\n") and stdout.count(b"\n") == 1, stdout
+    out = orjson.loads(stdout)
+    assert set(out) == {"hookSpecificOutput"}
+    assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    lines: list[str] = out["hookSpecificOutput"]["additionalContext"].split("\n")
+    assert lines[:2] == [BLOCK_MARKER, BLOCK_HEADING]
+    return lines[2:]
+
+
+def printed(stdout: bytes) -> list[str]:
+    return [m.group("slug") for m in (LINE.match(line) for line in block_lines(stdout)) if m]
+
+
+def test_pages_of_the_prompt_in_the_block_format(hook: HookRunner, worker: Worker, brain: BrainIndex,
+                                                 hook_settings: Settings) -> None:
+    prompt = "Did Alice Example reply about Kiteline?"
+    result = hook("fmt-1", prompt)
+    assert result.returncode == 0, result.stderr
+    want = expected(brain, [("user", prompt)])
+    assert [p["slug"] for p in want] == [ALICE, KITELINE]
+    lines = block_lines(result.stdout)
+    assert lines == [f"- **{p['display']}** → `{p['slug']}` ({p['confidence']:.2f}, {p['rationale']}) — "
+                     f"{p['synopsis']}" for p in want]
+    rows = wait_rows(hook_settings.database_url, "fmt-1", 2)
+    assert rows == sorted((1, p["slug"], "claude-code", p["arm"], p["confidence"]) for p in want)
+    beat = hook.heartbeat()
+    assert (beat["calls"], beat["printed_calls"], beat["pages_printed"], beat["pages_reported"]) == (1, 1, 2, 2)
+    assert beat["last_outcome"] == "ok"
+
+
+def test_dedupe_and_delivered_only_accounting(hook: HookRunner, brain: BrainIndex, hook_settings: Settings) -> None:
+    sid = "dedupe-1"
+    turns = [("user", "Did Alice Example reply about Kiteline?")]
+    first = expected(brain, turns)
+    assert [p["slug"] for p in first] == [ALICE, KITELINE]  # equal confidence: the later one is dropped
+    cap = output_length(payload_for(first[:1]) + "\n")
+    one = hook(sid, turns[0][1], VOLUNTEER_HOOK_MAX_CHARS=str(cap))
+    assert printed(one.stdout) == [ALICE]
+    assert hook.heartbeat()["last_reason"] == "trimmed"
+
+    # Kiteline was proposed but not printed: still eligible. Alice was printed: never again.
+    turns.append(("user", "Kiteline and Alice Example again?"))
+    second = expected(brain, turns, delivered=[ALICE])
+    assert [p["slug"] for p in second] == [KITELINE]
+    two = hook(sid, turns[1][1])
+    assert block_lines(two.stdout)[0].startswith(f"- **Kiteline** → `{KITELINE}` ({second[0]['confidence']:.2f}, "
+                                                 f"{second[0]['rationale']})")
+
+    three = hook(sid, "Alice Example, Kiteline: both done.")
+    assert three.returncode == 0 and three.stdout == b""
+    assert hook.heartbeat()["last_outcome"] == "nothing"
+
+    rows = wait_rows(hook_settings.database_url, sid, 2)
+    assert [(turn, slug, channel) for turn, slug, channel, _, _ in rows] == [
+        (1, ALICE, "claude-code"), (2, KITELINE, "claude-code")]
+    beat = hook.heartbeat()
+    assert (beat["calls"], beat["printed_calls"], beat["pages_printed"], beat["pages_reported"]) == (3, 2, 2, 2)
+
+
+def claude_line(role: str, content: Any, **extra: Any) -> bytes:
+    return orjson.dumps({"type": role, "message": {"role": role, "content": content}, **extra})
+
+
+def test_first_prompt_warms_the_window_from_the_transcript(hook: HookRunner, brain: BrainIndex,
+                                                            hook_settings: Settings) -> None:
+    transcript = hook.home / ".claude" / "projects" / "-work-app" / "warm-1.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_bytes(b"\n".join([
+        orjson.dumps({"type": "summary", "summary": "Investors"}),
+        claude_line("user", "Who leads seed rounds there?"),
+        claude_line("assistant", [{"type": "thinking", "thinking": "Kiteline? no"},
+                                  {"type": "text", "text": "Alice Example led one last year."}]),
+        claude_line("assistant", [{"type": "tool_use", "name": "Bash", "input": {"command": "ls Kiteline"}}]),
+        claude_line("user", [{"type": "tool_result", "content": "Kiteline.md"}]),
+        claude_line("user", "Kiteline is not the point", isSidechain=True),
+        orjson.dumps({"type": "attachment", "attachment": {"type": "hook_additional_context",
+                                                           "content": ["Kiteline"]}}),
+    ]) + b"\n")
+    prompt = "what did she invest in?"
+    result = hook("warm-1", prompt, transcript_path=str(transcript))
+    want = expected(brain, [("user", "Who leads seed rounds there?"),
+                            ("assistant", "Alice Example led one last year."), ("user", prompt)])
+    assert [p["slug"] for p in want] == [ALICE]
+    assert "assistant-introduced" in want[0]["rationale"]
+    assert printed(result.stdout) == [ALICE]
+    assert LINE.match(block_lines(result.stdout)[0]).group("rationale") == want[0]["rationale"]  # type: ignore[union-attr]
+
+    # Later prompts send the replies written since, not the whole transcript again.
+    with transcript.open("ab") as fh:
+        fh.write(claude_line("user", prompt) + b"\n")
+        fh.write(claude_line("assistant", "She backed Kiteline in 2024.") + b"\n")
+    result = hook("warm-1", "and since then?", transcript_path=str(transcript))
+    assert printed(result.stdout) == [KITELINE]
+    rows = wait_rows(hook_settings.database_url, "warm-1", 2)
+    # turns 1-2 were the warm-up, 3 the first prompt; then the reply (4) and the prompt (5)
+    assert [(turn, slug) for turn, slug, *_ in rows] == [(3, ALICE), (5, KITELINE)]
+
+
+def test_transcripts_outside_the_projects_folder_are_refused(hook: HookRunner, tmp_path: Path,
+                                                             hook_settings: Settings) -> None:
+    outside = tmp_path / "elsewhere" / "stolen.jsonl"
+    outside.parent.mkdir()
+    outside.write_bytes(claude_line("assistant", "Alice Example led one last year.") + b"\n")
+    result = hook("refuse-1", "what did she invest in?", transcript_path=str(outside))
+    assert result.returncode == 0 and result.stdout == b""
+    assert hook.heartbeat()["last_reason"] == "transcript_outside_root"
+    sneaky = hook.home / ".claude" / "projects" / "link.jsonl"
+    sneaky.symlink_to(outside)
+    result = hook("refuse-1", "what did she invest in?", transcript_path=str(sneaky))
+    assert result.stdout == b"" and hook.heartbeat()["last_reason"] == "transcript_symlink"
+    # A transcript that does not exist yet (a brand-new session) is not an error.
+    fresh = hook.home / ".claude" / "projects" / "new.jsonl"
+    assert printed(hook("refuse-2", "Alice Example?", transcript_path=str(fresh)).stdout) == [ALICE]
+    assert event_rows(hook_settings.database_url, "refuse-1") == []
+
+
+def test_codex_harness_logs_its_own_channel(hook: HookRunner, hook_settings: Settings) -> None:
+    result = hook("codex-1", "Is Saoirse Byrne free?", "--harness", "codex")
+    assert printed(result.stdout) == ["people/saoirse-byrne"]
+    rows = wait_rows(hook_settings.database_url, "codex-1", 1)
+    assert [(turn, slug, channel) for turn, slug, channel, *_ in rows] == [(1, "people/saoirse-byrne", "codex")]
+    assert hook.heartbeat("codex")["pages_reported"] == 1
+
+
+def test_kill_switch_does_nothing_at_all(hook: HookRunner, hook_settings: Settings) -> None:
+    result = hook("kill-1", "Did Alice Example reply?", VOLUNTEER_HOOKS="0")
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    assert not hook.state_dir.exists()  # no state, no heartbeat
+    assert event_rows(hook_settings.database_url, "kill-1") == []
+    # and it is the same session's first prompt once switched back on
+    assert printed(hook("kill-1", "Did Alice Example reply?").stdout) == [ALICE]
+
+
+@pytest.mark.parametrize(("stdin", "reason"), [
+    (b"not json", "bad_input"),
+    (b"[1, 2]", "bad_input"),
+    (orjson.dumps({"prompt": "Alice Example?"}), "bad_session_id"),
+])
+def test_bad_input_prints_nothing(hook: HookRunner, stdin: bytes, reason: str) -> None:
+    result = hook("", "", raw_stdin=stdin)
+    assert (result.returncode, result.stdout) == (0, b"")
+    assert hook.heartbeat()["last_reason"] == reason
+
+
+def test_no_worker_prints_nothing_and_keeps_numbering(hook: HookRunner, hook_settings: Settings) -> None:
+    from tests.integration.hook.conftest import free_port
+
+    down = hook("down-1", "Did Alice Example reply?", VOLUNTEER_HOOK_URL=f"http://127.0.0.1:{free_port()}")
+    assert (down.returncode, down.stdout) == (0, b"")
+    assert hook.heartbeat()["last_reason"] == "no_worker"
+    up = hook("down-1", "Did Alice Example reply?")
+    assert printed(up.stdout) == [ALICE]
+    rows = wait_rows(hook_settings.database_url, "down-1", 1)
+    assert [(turn, slug) for turn, slug, *_ in rows] == [(2, ALICE)]  # number 1 was used up, never reused
