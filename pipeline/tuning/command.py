@@ -7,6 +7,7 @@ stays small and all tuning behaviour lives in this package.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import sys
 import time
@@ -208,7 +209,9 @@ def publish_command(file: IO[bytes], *, broker: str | None, rate: str | None, ch
     if progress is None:
         progress = sys.stderr.isatty()
     click.echo(f"publishing {len(turns)} turn(s) to {settings.topic_turns} on {settings.broker} at "
-               f"{pace.describe()} (about {offsets[-1]:.0f} s), channel {channel}", err=True)
+               f"{pace.describe()} (about {offsets[-1]:.1f} s), channel {channel}", err=True)
+    # aiokafka logs each failed connection attempt; the one-line error below says it once.
+    logging.getLogger("aiokafka").addHandler(logging.NullHandler())
     try:
         summary = asyncio.run(_publish(settings, turns, offsets, channel, keep_ts, progress))
     except (TimeoutError, OSError) as exc:
