@@ -187,6 +187,44 @@ def _wait_rows(url: str, expect: int, worker: WorkerProcess) -> list[tuple[objec
         time.sleep(0.1)
 
 
+def pages_to_open(volunteered: list[Volunteered]) -> list[Volunteered]:
+    """What the demo's "user" opens: the first page each session was offered (each page once)."""
+    chosen: dict[str, Volunteered] = {}
+    seen: set[tuple[str, str]] = set()
+    for event in volunteered:
+        page = (event.source_id, event.slug)
+        if event.session_id not in chosen and page not in seen:
+            chosen[event.session_id] = event
+            seen.add(page)
+    return list(chosen.values())
+
+
+def _open_pages(services: EmbeddedServices, worker: WorkerProcess, opened: list[Volunteered]) -> None:
+    """Publish page opens like an application would, then wait until the worker has applied them."""
+    import psycopg
+
+    from pipeline.settings import load_settings
+    from topics.page_opens import PageOpen, produce_page_opens
+
+    settings = load_settings(broker=services.broker_url, database_url=services.database_url,
+                             topic_partitions=4, app_id="volunteer-demo")
+    opens = [PageOpen(e.slug, e.source_id, e.session_id) for e in opened]
+    asyncio.run(asyncio.wait_for(produce_page_opens(settings, opens), RESULT_TIMEOUT_S))
+    deadline = time.monotonic() + RESULT_TIMEOUT_S
+    while True:
+        with psycopg.connect(services.database_url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pages p JOIN unnest(%s::text[], %s::text[]) AS o(source_id, slug) "
+                "USING (source_id, slug) WHERE p.last_retrieved_at IS NOT NULL",
+                ([o.source_id for o in opens], [o.slug for o in opens])).fetchone()
+        if row is not None and int(row[0]) >= len(opens):
+            return
+        worker.check_alive()
+        if time.monotonic() > deadline:
+            raise click.ClickException(f"the worker did not apply the page opens within {RESULT_TIMEOUT_S:.0f}s")
+        time.sleep(0.1)
+
+
 def _print_rows(rows: list[tuple[object, ...]]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -212,8 +250,11 @@ def demo(pace: float, keep_logs: bool) -> None:
     3. starts a worker ('volunteer worker') as a child process
     4. feeds the sample transcript (3 sessions, 12 turns) to the 'turns' topic
     5. prints each volunteered page as it arrives on the 'volunteered' topic
-    6. shows the rows in context_volunteer_events and the stats ('volunteer stats')
-    7. stops the worker, the broker and the database (also on Ctrl-C)
+    6. shows the rows in context_volunteer_events
+    7. opens some of the volunteered pages the way an application reports it (records on the
+       'page-opens' topic, like 'volunteer opened'), so the worker marks them as retrieved
+    8. shows the stats ('volunteer stats'): precision per arm and channel
+    9. stops the worker, the broker and the database (also on Ctrl-C)
 
     Needs nothing running and no configuration; everything listens on 127.0.0.1 and is removed
     afterwards. Exit status 0 when every expected page arrived and was stored.
@@ -246,7 +287,8 @@ def demo(pace: float, keep_logs: bool) -> None:
         expect = expected_pages(turns, brain_dir)
         env = dict(os.environ, VOLUNTEER_BROKER=services.broker_url, VOLUNTEER_DATABASE_URL=services.database_url,
                    VOLUNTEER_DATA_DIR=str(workdir / "data"), VOLUNTEER_APP_ID="volunteer-demo",
-                   VOLUNTEER_TOPIC_PARTITIONS="4", VOLUNTEER_BRAIN_REFRESH_SECONDS="1")
+                   VOLUNTEER_TOPIC_PARTITIONS="4", VOLUNTEER_BRAIN_REFRESH_SECONDS="1",
+                   VOLUNTEER_METRICS_PORT="0", VOLUNTEER_LOG_FORMAT="console")
         env.pop("VOLUNTEER_BRAIN", None)
         worker = WorkerProcess(env, workdir / "worker.log", ["--without-web", "--loglevel", "info"])
         volunteered = asyncio.run(_run(services, worker, turns, expect, pace))
@@ -255,6 +297,10 @@ def demo(pace: float, keep_logs: bool) -> None:
         click.echo("")
         _print_rows(rows)
         click.echo("")
+        opened = pages_to_open(volunteered)
+        say(f"the user opens {len(opened)} of the {len({(e.source_id, e.slug) for e in volunteered})} pages "
+            f"offered (page-opens topic): {', '.join(e.slug for e in opened)}")
+        _open_pages(services, worker, opened)
         click.echo(format_stats(usage_stats(services.database_url, ["default"], 30)), nl=False)
     except KeyboardInterrupt:
         say("interrupted; shutting down")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -82,6 +83,7 @@ def test_demo_runs_end_to_end_and_exits_0() -> None:
     assert len(pages) == 14
     assert "context_volunteer_events (14 rows)" in out
     assert "total: 14 volunteered" in out
+    assert re.search(r"total: 14 volunteered, [1-9]\d* used", out), out  # page opens made precision real
     assert "stopped the worker, the broker and the database" in result.stderr.decode()
 
 
