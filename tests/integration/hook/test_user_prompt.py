@@ -197,3 +197,63 @@ def test_no_worker_prints_nothing_and_keeps_numbering(hook: HookRunner, hook_set
     assert printed(up.stdout) == [ALICE]
     rows = wait_rows(hook_settings.database_url, "down-1", 1)
     assert [(turn, slug) for turn, slug, *_ in rows] == [(2, ALICE)]  # number 1 was used up, never reused
+
+
+class SilentServer:
+    """Accepts connections and reads, but never answers: a worker stuck past the deadline."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = int(self.sock.getsockname()[1])
+        self.accepted: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+def test_deadline_prints_nothing_and_exits_zero(hook: HookRunner) -> None:
+    server = SilentServer()
+    try:
+        result = hook("slow-1", "Did Alice Example reply?", VOLUNTEER_HOOK_URL=f"http://127.0.0.1:{server.port}",
+                      VOLUNTEER_HOOK_DEADLINE_MS="400")
+    finally:
+        server.close()
+    assert (result.returncode, result.stdout) == (0, b"")
+    assert server.accepted, "the hook never reached the endpoint"
+    beat = hook.heartbeat()
+    assert (beat["last_outcome"], beat["last_reason"], beat["pages_printed"]) == ("degraded", "deadline", 0)
+
+
+def test_pages_proposed_after_the_deadline_are_neither_counted_nor_suppressed(
+        hook: HookRunner, worker: Worker, hook_settings: Settings) -> None:
+    import urllib.request
+
+    # What a hook whose deadline ran out leaves behind: the turn published, nobody waiting.
+    body = orjson.dumps({"session_id": "late-1", "channel": "claude-code", "wait_turn": 1, "wait_ms": 0,
+                         "turns": [{"role": "user", "text": "Did Alice Example reply?", "turn": 1}]})
+    request = urllib.request.Request(worker.url + "/volunteer/hook/turns", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert orjson.loads(response.read())["status"] in ("timeout", "ok")
+    # The hook's own numbering starts at 1 too: the worker says "duplicate", the hook catches up.
+    result = hook("late-1", "Alice Example again?")
+    assert printed(result.stdout) == [ALICE]
+    rows = wait_rows(hook_settings.database_url, "late-1", 1)
+    assert [(turn, slug) for turn, slug, *_ in rows] == [(2, ALICE)]  # 1 was a duplicate, 2 the retry
