@@ -249,9 +249,10 @@ class _WorkerCollector:
                                 "confirmed current (poll or load); grows while refreshes fail.",
                                 value=max(0.0, now - brain.checked_at))
         yield _counter("volunteer_brain_reloads", "Brain reloads after a change in PostgreSQL.", brain.reloads)
+        store = getattr(app.table, "_data", None)  # not ``.data``: that would create the store from this thread
         try:
-            sessions = len(app.table.data)
-        except Exception:  # the table is not open yet
+            sessions = len(store) if store is not None else 0
+        except Exception:  # mid-recovery
             sessions = 0
         yield GaugeMetricFamily("volunteer_sessions", "Sessions in this worker's table (its partitions).",
                                 value=sessions)

@@ -39,17 +39,15 @@ class DecisionTally:
         self.candidates += candidates
         if not pointers:
             return
-        per_arm = self.pointers
-        suppressed = 0
+        per_arm = self.pointers  # every arm is a key already (the gate rejects unknown arms)
         for p in pointers:
-            per_arm[p.arm] = per_arm.get(p.arm, 0) + 1
-            if exclude_slugs and p.slug in exclude_slugs:
-                suppressed += 1
+            per_arm[p.arm] += 1
+        suppressed = sum(1 for p in pointers if p.slug in exclude_slugs) if exclude_slugs else 0
         self.suppressed += suppressed
         self.gate_dropped += len(pointers) - suppressed - len(pages)
         out = self.volunteered
         for page in pages:
-            out[page.arm] = out.get(page.arm, 0) + 1
+            out[page.arm] += 1
 
     def add(self, other: DecisionTally) -> None:
         """Fold ``other`` into this one."""
