@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 WINDOW_BATCH_MAX = 1000
 """Most turns the window agent takes at once (it takes what arrived within ``sink_flush_seconds``)."""
 
+DECODED_CACHE_MAX = 20_000
+"""Decoded session states kept between batches (LRU), so an active session is not re-decoded
+from its table bytes on every batch; about 100 MB at most for long windows."""
+
 
 @dataclass(frozen=True, slots=True)
 class InRecord:
@@ -81,6 +85,20 @@ class WindowProcessor:
         self.max_text_bytes = settings.max_text_bytes
         self.max_session_id_chars = settings.max_session_id_chars
         self.options = options if options is not None else decision_options(settings)
+        # key -> (the exact table value saved for it, that value decoded). Entries are taken out
+        # while a batch uses them and put back only by :meth:`saved`, so a batch that fails or is
+        # not saved can never leave a mutated state behind.
+        self._decoded: dict[bytes, tuple[bytes, SessionRecord]] = {}
+
+    def saved(self, key: bytes, value: bytes, record: SessionRecord) -> None:
+        """Tell the processor that ``value`` (= ``record.to_bytes()``) is now the table's value."""
+        cache = self._decoded
+        cache[key] = (value, record)
+        if len(cache) > DECODED_CACHE_MAX:
+            del cache[next(iter(cache))]
+
+    def forget(self) -> None:
+        self._decoded.clear()
 
     def _dead(self, out: BatchOutput, rec: InRecord, code: str, message: str, now_ms: int) -> None:
         letter = DeadLetter.build(key=rec.key, value=rec.value, topic=self.topic, partition=rec.partition,
@@ -165,9 +183,11 @@ class WindowProcessor:
         out.volunteered.extend((key, event.to_json()) for event in apply_delivery(session.state, delivery))
         session.partition, session.offset, session.last_activity_ms = rec.partition, rec.offset, now_ms
 
-    @staticmethod
-    def _load(key: bytes, load: Callable[[bytes], bytes | None]) -> SessionRecord:
+    def _load(self, key: bytes, load: Callable[[bytes], bytes | None]) -> SessionRecord:
         raw = load(key)
+        cached = self._decoded.pop(key, None)
+        if cached is not None and raw is not None and cached[0] is raw:
+            return cached[1]
         if raw is None:
             return SessionRecord()
         try:

@@ -68,11 +68,14 @@ async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> Ba
             backoff = min(backoff * 2, MAX_BACKOFF_S)
             continue
         owned = ctx.assigned_partitions(ctx.settings.topic_turns)
+        processor = ctx.processor
         for key, record in out.states.items():
             # A partition revoked during this batch belongs to another worker now; its new owner
             # reprocesses these records from the saved state and emits the same events.
             if record.partition in owned:
-                table.set_in_partition(key, record.to_bytes(), record.partition)
+                value = record.to_bytes()
+                table.set_in_partition(key, value, record.partition)
+                processor.saved(key, value, record)
         counters = ctx.counters
         counters.turns += out.turns
         counters.skipped += out.skipped

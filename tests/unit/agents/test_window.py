@@ -188,3 +188,34 @@ def test_unreadable_saved_state_starts_the_session_afresh(brain: BrainIndex, set
                                             table.get, NOW)
     assert [e.slug for e in events(out)] == ["people/alice-example"]
     assert SessionRecord.from_bytes(out.states[b"s"].to_bytes()).state.last_turn == 1
+
+
+def test_decoded_states_are_reused_only_while_they_are_the_saved_ones(brain: BrainIndex,
+                                                                        settings: Settings) -> None:
+    """The processor keeps decoded states between batches; a batch that is not saved (failed
+    publish, revoked partition) must not leak its mutations into the next attempt."""
+    processor = WindowProcessor(settings)
+    table = Table()
+
+    def save(out: BatchOutput) -> None:
+        for key, record in out.states.items():
+            value = record.to_bytes()
+            table[key] = value
+            processor.saved(key, value, record)
+
+    first = processor.process(records([Turn("s", "user", "Alice Example called.").to_json()]), brain,
+                              table.get, NOW)
+    save(first)
+    batch = records([Turn("s", "user", "Ronan Galewright and Alice Example.").to_json()], first_offset=1)
+    attempt = processor.process(batch, brain, table.get, NOW)
+    assert attempt.states[b"s"] is first.states[b"s"]  # reused, not decoded again
+    retry = processor.process(batch, brain, table.get, NOW)  # the attempt was never saved
+    assert retry.states[b"s"] is not attempt.states[b"s"]
+    assert retry.volunteered == attempt.volunteered
+    assert [(e.turn, e.slug) for e in events(retry)] == [(2, "people/ronan-galewright")]
+    save(retry)
+    table[b"s"] = bytes(bytearray(table[b"s"]))  # another value object, e.g. recovered from the changelog
+    recovered = processor.process(records([Turn("s", "user", "Kiteline?").to_json()], first_offset=2), brain,
+                                  table.get, NOW)
+    assert recovered.states[b"s"] is not retry.states[b"s"]
+    assert recovered.states[b"s"].state.last_turn == 3
