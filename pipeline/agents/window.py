@@ -97,9 +97,6 @@ class WindowProcessor:
         if len(cache) > DECODED_CACHE_MAX:
             del cache[next(iter(cache))]
 
-    def forget(self) -> None:
-        self._decoded.clear()
-
     def _dead(self, out: BatchOutput, rec: InRecord, code: str, message: str, now_ms: int) -> None:
         letter = DeadLetter.build(key=rec.key, value=rec.value, topic=self.topic, partition=rec.partition,
                                   offset=rec.offset, error=code, message=message, now_ms=now_ms)
