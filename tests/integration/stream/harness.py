@@ -179,6 +179,7 @@ def worker_env(settings: Settings, data_dir: Path, **extra: str) -> dict[str, st
         "VOLUNTEER_TOPIC_PARTITIONS": str(settings.topic_partitions),
         "VOLUNTEER_APP_ID": settings.app_id,
         "VOLUNTEER_DATA_DIR": str(data_dir),
+        "VOLUNTEER_METRICS_PORT": "0",  # several workers per host; a test that scrapes passes its own port
         "PYTHONUNBUFFERED": "1",
     })
     env.update(extra)
