@@ -1,0 +1,173 @@
+"""``volunteer bootstrap`` on sample settings files: install, idempotence, other settings untouched,
+uninstall, dry-run diff, refusals, for Claude Code and Codex."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli.bootstrap_cmd import bootstrap
+from pipeline.hook.install import (
+    InstallError,
+    hook_command,
+    install_into,
+    installed_command,
+    is_our_command,
+    plan,
+    settings_path,
+    uninstall_from,
+)
+
+SAMPLE: dict[str, Any] = {
+    "permissions": {"allow": ["Bash(ls:*)"], "deny": []},
+    "hooks": {
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "~/bin/lint-prompt", "timeout": 3}]}],
+        "Stop": [{"matcher": "", "hooks": [{"type": "command", "command": "notify-send done"}]}],
+    },
+    "env": {"FOO": "1"},
+    "model": "opus",
+}
+COMMAND = "/opt/venv/bin/volunteer hook user-prompt"
+
+
+def run(home: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(bootstrap, ["--executable", "/opt/venv/bin/volunteer", *args],
+                                env={"HOME": str(home), "CLAUDE_CONFIG_DIR": "", "CODEX_HOME": ""})
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps(SAMPLE, indent=2) + "\n")
+    return tmp_path
+
+
+def test_round_trip_keeps_everything_else(home: Path) -> None:
+    path = home / ".claude" / "settings.json"
+    original = path.read_text()
+    code, out = run(home)
+    assert code == 0 and "installed" in out and "restart" in out
+    installed = json.loads(path.read_text())
+    groups = installed["hooks"]["UserPromptSubmit"]
+    assert groups[0] == SAMPLE["hooks"]["UserPromptSubmit"][0]  # the user's hook, first, untouched
+    assert groups[1] == {"hooks": [{"type": "command", "command": COMMAND, "timeout": 5}]}
+    assert {k: v for k, v in installed.items() if k != "hooks"} == {k: v for k, v in SAMPLE.items() if k != "hooks"}
+    assert list(installed) == list(SAMPLE)  # key order kept
+    assert installed["hooks"]["Stop"] == SAMPLE["hooks"]["Stop"]
+    assert (home / ".claude" / "settings.json.bak").read_text() == original
+
+    code, out = run(home)  # idempotent
+    assert code == 0 and "already installed" in out and json.loads(path.read_text()) == installed
+
+    code, out = run(home, "--uninstall")
+    assert code == 0 and "removed" in out
+    assert json.loads(path.read_text()) == SAMPLE and path.read_text() == original
+    code, out = run(home, "--uninstall")
+    assert code == 0 and "nothing to remove" in out
+
+
+def test_dry_run_shows_a_diff_and_writes_nothing(home: Path) -> None:
+    path = home / ".claude" / "settings.json"
+    before = path.read_bytes()
+    code, out = run(home, "--dry-run", "--url", "http://127.0.0.1:7000", "--source", "work brain")
+    assert code == 0 and path.read_bytes() == before
+    assert out.startswith(f"--- {path}\n+++ {path}\n")
+    added = [line for line in out.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert any("env VOLUNTEER_HOOK_URL=http://127.0.0.1:7000 'VOLUNTEER_SOURCE=work brain' "
+               "/opt/venv/bin/volunteer hook user-prompt" in line for line in added)
+    assert not [line for line in out.splitlines() if line.startswith("-") and not line.startswith("---")]
+
+
+def test_reinstall_replaces_an_older_entry_of_ours(home: Path) -> None:
+    path = home / ".claude" / "settings.json"
+    run(home, "--url", "http://a:1")
+    run(home, "--url", "http://b:2")
+    groups = json.loads(path.read_text())["hooks"]["UserPromptSubmit"]
+    ours = [h for g in groups for h in g["hooks"] if is_our_command(h["command"])]
+    assert len(ours) == 1 and "http://b:2" in ours[0]["command"]
+
+
+def test_a_shared_group_keeps_its_other_hooks() -> None:
+    settings = {"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": "echo before"},
+        {"type": "command", "command": "/x/volunteer hook user-prompt --harness claude-code"},
+        {"type": "command", "command": "echo after"}]}]}}
+    assert uninstall_from(settings) == 1
+    assert settings == {"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": "echo before"}, {"type": "command", "command": "echo after"}]}]}}
+    only = {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": COMMAND}]}]}}
+    assert uninstall_from(only) == 1 and only == {}  # containers that only held ours go too
+    assert install_into(only, COMMAND) and not install_into(only, COMMAND)
+
+
+def test_codex_settings_and_a_fresh_file(tmp_path: Path) -> None:
+    code, out = run(tmp_path, "--harness", "codex")
+    path = tmp_path / ".codex" / "hooks.json"
+    assert code == 0 and "hooks = true" in out
+    assert json.loads(path.read_text()) == {"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": COMMAND + " --harness codex", "timeout": 5}]}]}}
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert installed_command(path) == COMMAND + " --harness codex"
+    code, _ = run(tmp_path, "--harness", "codex", "--uninstall")
+    assert code == 0 and json.loads(path.read_text()) == {} and installed_command(path) is None
+
+
+def test_scopes_and_paths(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path)}
+    project = tmp_path / "proj"
+    assert settings_path("claude-code", "user", project, env) == tmp_path / ".claude" / "settings.json"
+    assert settings_path("claude-code", "project", project, env) == project.resolve() / ".claude" / "settings.json"
+    assert settings_path("claude-code", "local", project, env) == project.resolve() / ".claude" / "settings.local.json"
+    assert settings_path("codex", "project", project, env) == project.resolve() / ".codex" / "hooks.json"
+    assert settings_path("codex", "user", None, {**env, "CODEX_HOME": "/cx"}) == Path("/cx/hooks.json")
+    with pytest.raises(InstallError, match="no local settings scope"):
+        settings_path("codex", "local", project, env)
+    code, out = run(tmp_path, "--harness", "codex", "--scope", "local")
+    assert code == 1 and "Error: Codex has no local settings scope" in out
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("{oops", "is not valid JSON"),
+    ("[1, 2]", "does not hold a JSON object"),
+    ('{"hooks": []}', "'hooks' in the settings is not an object"),
+    ('{"hooks": {"UserPromptSubmit": {}}}', "'hooks.UserPromptSubmit' in the settings is not a list"),
+])
+def test_files_it_cannot_understand_are_never_rewritten(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(content)
+    code, out = run(tmp_path)
+    assert code == 1 and message in out and out.count("\n") == 1
+    assert path.read_text() == content and not (tmp_path / ".claude" / "settings.json.bak").exists()
+
+
+def test_indentation_of_the_file_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"a": {"b": 1}}, indent=4) + "\n")
+    after = plan(path, uninstall=False, command=COMMAND).after
+    assert after.splitlines()[1] == '    "a": {'
+
+
+@pytest.mark.parametrize(("command", "ours"), [
+    ("/opt/venv/bin/volunteer hook user-prompt", True),
+    ("env VOLUNTEER_HOOK_URL=http://x:1 volunteer hook user-prompt --harness codex", True),
+    ("/usr/bin/python3 -m pipeline hook user-prompt", True),
+    ("volunteer hook session-start", False),
+    ("other-tool hook user-prompt", False),
+    ("echo 'volunteer hook user-prompt'", False),
+    ("unbalanced 'quote", False),
+])
+def test_our_command_is_recognised_by_shape(command: str, ours: bool) -> None:
+    assert is_our_command(command) is ours
+
+
+def test_rendered_commands_are_shell_safe() -> None:
+    command = hook_command("codex", ["/path with space/volunteer"], {"VOLUNTEER_SOURCE": "a;rm -rf /"})
+    assert command == "env 'VOLUNTEER_SOURCE=a;rm -rf /' '/path with space/volunteer' hook user-prompt --harness codex"
+    assert is_our_command(command)

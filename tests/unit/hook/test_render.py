@@ -1,0 +1,70 @@
+"""The printed block: line form, one line per page, the 10,000-character cap and what is dropped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from pipeline.hook.render import BLOCK_HEADING, BLOCK_MARKER, fit, output_length, page_line, payload_for
+
+
+def page(slug: str, confidence: float, synopsis: str = "A synopsis.", display: str = "Alice Example",
+         rationale: str = 'exact title match "Alice Example"; mentioned in the newest turn') -> dict[str, Any]:
+    return {"slug": slug, "source_id": "default", "display": display, "confidence": confidence, "arm": "title",
+            "rationale": rationale, "synopsis": synopsis}
+
+
+def test_line_form() -> None:
+    assert page_line(page("people/alice-example", 0.8500000000000001, "Alice is an early founder.")) == (
+        '- **Alice Example** → `people/alice-example` (0.85, exact title match "Alice Example"; mentioned in '
+        "the newest turn) — Alice is an early founder.")
+    assert page_line(page("a", 0.9, synopsis="")).endswith("newest turn)")
+
+
+def test_multi_line_values_cannot_forge_markdown() -> None:
+    line = page_line(page("a", 0.8, synopsis="one\n## two", display="Alice\nExample"))
+    assert "\n" not in line and "**Alice Example**" in line and "— one ## two" in line
+
+
+def test_payload_is_the_harness_shape() -> None:
+    out = orjson.loads(payload_for([page("a", 0.9), page("b", 0.8)]))
+    assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    lines = out["hookSpecificOutput"]["additionalContext"].split("\n")
+    assert lines[:2] == [BLOCK_MARKER, BLOCK_HEADING]
+    assert [line.split("`")[1] for line in lines[2:]] == ["a", "b"]
+
+
+def test_everything_printed_when_it_fits() -> None:
+    pages = [page("a", 0.9), page("b", 0.8)]
+    output, printed = fit(pages, 10_000)
+    assert printed == pages and output == payload_for(pages) + "\n"
+
+
+def test_over_the_cap_the_lowest_confidence_goes_first() -> None:
+    pages = [page("low", 0.72, "x" * 150), page("high", 0.9, "y" * 150), page("mid", 0.85, "z" * 150)]
+    both = output_length(payload_for([pages[1], pages[2]]) + "\n")
+    output, printed = fit(pages, both)
+    assert [p["slug"] for p in printed] == ["high", "mid"]  # order kept, lowest dropped
+    assert output is not None and output_length(output) <= both
+    _, printed = fit(pages, both - 1)
+    assert [p["slug"] for p in printed] == ["high"]
+
+
+def test_ties_keep_the_earlier_page() -> None:
+    pages = [page("first", 0.85), page("second", 0.85)]
+    cap = output_length(payload_for(pages[:1]) + "\n")
+    assert [p["slug"] for p in fit(pages, cap)[1]] == ["first"]
+
+
+def test_nothing_fits_prints_nothing() -> None:
+    assert fit([page("a", 0.9)], 50) == (None, [])
+    assert fit([], 10_000) == (None, [])
+
+
+def test_length_counts_utf16_units_like_the_harness() -> None:
+    assert output_length("a😀é") == 4
+    wide = [page("a", 0.9, synopsis="😀" * 100)]
+    exact = output_length(payload_for(wide) + "\n")
+    assert exact > len(payload_for(wide) + "\n")
+    assert fit(wide, exact)[1] == wide and fit(wide, exact - 1)[1] == []
