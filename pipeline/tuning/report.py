@@ -89,9 +89,7 @@ def arm_table(result: SweepResult, grid: Sequence[Setting]) -> Table:
     """Per setting and arm: pages volunteered, and with labels that arm's precision and recall share."""
     arms = [arm for arm in ARMS if any(t.pages_by_arm[arm] for t in result.tallies)]
     best = best_index(result.tallies)
-    labelled = any(t.labelled for t in result.tallies)
-    title = "per arm: pages · precision · recall" if labelled else "per arm: pages"
-    table = Table(title=title, title_justify="left", header_style="bold")
+    table = Table(header_style="bold")
     _knob_columns(table)
     for arm in arms:
         table.add_column(arm, justify="right")
@@ -109,6 +107,8 @@ def print_report(console: Console, result: SweepResult, grid: Sequence[Setting],
                   f" with {jobs} process(es) in {seconds:.1f} s", highlight=False)
     console.print(sweep_table(result, grid))
     if any(t.volunteered for t in result.tallies):
+        labelled = any(t.labelled for t in result.tallies)
+        console.print("per arm: pages · precision · recall" if labelled else "per arm: pages", highlight=False)
         console.print(arm_table(result, grid))
     best = best_index(result.tallies)
     if best is None:
@@ -122,7 +122,7 @@ def print_report(console: Console, result: SweepResult, grid: Sequence[Setting],
         sessions = silent_sessions(result.silences)
         console.print(f"{len(result.silences)} labelled turn(s) in {len(sessions)} session(s) expect pages but their "
                       "text gave the core no candidate at all (an extraction gap, or a label on the wrong turn):",
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
         shown = ", ".join(
             f"{s['session_id']} (turn {', '.join(str(t) for t in s['turns'])})" for s in sessions[:SILENCES_SHOWN]
         )
