@@ -52,6 +52,9 @@ def prepare_topics(settings: Settings) -> int:
     async def run() -> dict[str, int]:
         return await asyncio.wait_for(ensure_topics(settings), SETUP_TIMEOUT_S)
 
+    client_log = logging.getLogger("aiokafka")
+    level = client_log.level
+    client_log.setLevel(logging.CRITICAL)  # the failure is reported below, in one line
     try:
         counts = asyncio.run(run())
     except (TimeoutError, OSError) as exc:
@@ -60,6 +63,8 @@ def prepare_topics(settings: Settings) -> int:
         if type(exc).__module__.startswith("aiokafka"):
             raise WorkerSetupError(f"cannot reach the broker at {settings.broker}: {exc}") from None
         raise
+    finally:
+        client_log.setLevel(level)
     return counts[settings.topic_turns]
 
 

@@ -74,7 +74,11 @@ class TopicReader:
 
     async def __aenter__(self) -> TopicReader:
         consumer = make_consumer(self.settings, enable_auto_commit=False, auto_offset_reset="earliest")
-        await consumer.start()
+        try:
+            await consumer.start()
+        except BaseException:
+            await consumer.stop()
+            raise
         self.consumer = consumer
         try:
             parts = await self._wait_for_partitions(consumer)

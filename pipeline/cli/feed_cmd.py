@@ -10,7 +10,7 @@ from typing import IO
 
 import click
 
-from pipeline.cli.streamopts import broker_option, settings_with_flags
+from pipeline.cli.streamopts import broker_option, quiet_client_logs, settings_with_flags
 from pipeline.settings import Settings
 from topics.records import InvalidRecord, Turn, decode_turn
 
@@ -75,6 +75,7 @@ def feed(broker: str | None, session: str | None, first_turn: int, channel: str 
       volunteer feed --records < pipeline/samples/transcript.jsonl
     """
     settings = settings_with_flags({}, broker=broker)
+    quiet_client_logs()
     if records:
         if session or channel or source or first_turn != 1:
             raise click.UsageError("--records takes everything from the records; drop --session/--channel/"

@@ -60,6 +60,14 @@ def decision_options_from_flags(settings: Settings, flags: Mapping[str, Any]) ->
     )
 
 
+def quiet_client_logs() -> None:
+    """Command-line clients report broker trouble as one ``Error:`` line; aiokafka's own
+    connection-failure log lines would only repeat it."""
+    import logging
+
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+
+
 def settings_with_flags(flags: Mapping[str, Any], **overrides: Any) -> Settings:
     """Settings from the environment plus flags, as a one-line error if a ``VOLUNTEER_*`` value is bad."""
     from pipeline.cli.context_cmd import settings_or_fail

@@ -9,7 +9,7 @@ from typing import IO
 
 import click
 
-from pipeline.cli.streamopts import broker_option, settings_with_flags
+from pipeline.cli.streamopts import broker_option, quiet_client_logs, settings_with_flags
 from pipeline.settings import Settings
 from topics.records import InvalidRecord, Volunteered
 
@@ -78,6 +78,7 @@ def watch(broker: str | None, session: str | None, as_json: bool, from_beginning
       volunteer watch --from-beginning --json | jq .slug
     """
     settings = settings_with_flags({}, broker=broker)
+    quiet_client_logs()
 
     async def run() -> int:
         stop = asyncio.Event()
