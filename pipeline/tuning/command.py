@@ -145,8 +145,9 @@ def sweep_command(file: IO[bytes], brain: BrainIndex, grid: Sequence[Setting], b
         tally = result.tallies[0]
         subtitle = (f"{Path(str(name)).name}: {tally.turns} turns in {result.sessions} sessions, "
                     f"{tally.labelled_turns} labelled; lexical arms {'on' if base.lexical_arms else 'off'}")
-        write_plot(plot, grid, result.tallies, title="volunteer replay --sweep: precision and recall",
-                   subtitle=subtitle)
+        title = ("volunteer replay --sweep: precision and recall" if tally.labelled else
+                 "volunteer replay --sweep: pages per turn (no labels, so no precision or recall)")
+        write_plot(plot, grid, result.tallies, title=title, subtitle=subtitle)
         click.echo(f"plot written to {plot}", err=True)
     if result.lines and result.lines == result.bad:
         raise click.ClickException(f"none of the {result.lines} line(s) was a usable Turn record")

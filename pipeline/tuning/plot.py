@@ -96,8 +96,8 @@ def _style(number: int, count: int) -> tuple[str, str, float, float]:
     and underneath, so series with identical figures stay visible as nested lines."""
     color = PALETTE[number % len(PALETTE)]
     dash = DASHES[(number // len(PALETTE)) % len(DASHES)]
-    nesting = min(count - 1 - number, 4)
-    return color, dash, 2.0 + 1.5 * nesting, 3.5 + 1.1 * nesting
+    nesting = min(count - 1 - number, 3)
+    return color, dash, 2.0 + 2.2 * nesting, 3.5 + 1.4 * nesting
 
 
 def _panel(metric: Metric, grid: Sequence[Setting], tallies: Sequence[Tally], series: list[tuple[str, list[int]]],
@@ -188,8 +188,8 @@ def render_svg(grid: Sequence[Setting], tallies: Sequence[Tally]) -> str:
                      f'<text x="{MARGIN_L + 40}" y="{y}" class="legend">best F1: {_esc(grid[best].label())}</text>')
         y += row_h
     if len(series) > 1:
-        parts.append(f'<text x="{MARGIN_L}" y="{y}" class="note">Lines are drawn nested (earlier combinations '
-                     "wider, underneath), so combinations with the same figures stay visible.</text>")
+        parts.append(f'<text x="{MARGIN_L}" y="{y}" class="note">Equal lines are drawn nested: earlier ones wider, '
+                     "underneath.</text>")
     parts.append("</svg>")
     return "\n".join(parts)
 
