@@ -100,3 +100,60 @@ def test_updates_do_not_count_as_brain_changes(conn: psycopg.Connection) -> None
     version = brain_version(conn)
     mark_retrieved_sync(conn, [Open("default", "fresh"), Open("default", "stale")])
     assert brain_version(conn) == version
+
+
+def test_the_agents_writer_decodes_dead_letters_and_applies_the_rest(migrated_database_url: str,
+                                                                     conn: psycopg.Connection) -> None:
+    import asyncio
+
+    import orjson
+
+    from pipeline.agents.page_opens import OpenWriter
+    from pipeline.agents.window import InRecord
+
+    records = [
+        InRecord(b"default/fresh", b'{"slug": "fresh", "source_id": "default", "session_id": "s1"}', 0, 10),
+        InRecord(b"x", b'{"slug": "fresh"}', 0, 11),
+        InRecord(b"x", b"\xff\xfe", 1, 12),
+        InRecord(b"default/stale", b'{"slug": "stale", "source_id": "default", "opened_at": 1767261607000}', 1, 13),
+    ]
+
+    async def go() -> tuple[int, int, list[str], list[dict[str, object]]]:
+        writer = OpenWriter(migrated_database_url, "opens")
+        try:
+            result = await writer.write(records, 1_767_261_700_000)
+        finally:
+            await writer.close()
+        return result.opens, result.updated, result.dead_reasons, [orjson.loads(v) for _, v in result.dead]
+
+    opens, updated, reasons, letters = asyncio.run(go())
+    assert (opens, updated) == (2, 1)  # "stale" was opened 6 minutes ago; its record's time is older still
+    assert reasons == ["missing_field", "invalid_json"]
+    assert [(d["topic"], d["partition"], d["offset"]) for d in letters] == [("opens", 0, 11), ("opens", 1, 12)]
+    assert letters[1]["value_encoding"] == "base64"
+    assert retrieved(conn)["fresh"] is not None
+
+
+def test_the_agents_writer_retries_while_the_database_is_down_and_can_give_up_unacknowledged() -> None:
+    import asyncio
+    import socket
+
+    from pipeline.agents.page_opens import OpenWriter
+    from pipeline.agents.window import InRecord
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    writer = OpenWriter(f"postgresql://nobody@127.0.0.1:{port}/x", "opens")
+    waits: list[float] = []
+    stop = [False]
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        stop[0] = len(waits) >= 4
+
+    record = InRecord(b"k", b'{"slug": "a", "source_id": "default"}', 0, 1)
+    result = asyncio.run(writer.write([record], 0, should_stop=lambda: stop[0], sleep=sleep))
+    assert result.attempts == -1 and result.updated == 0  # the caller must not acknowledge
+    assert waits == [0.05, 0.1, 0.2, 0.4]  # exponential backoff between attempts
+    assert writer.failures == 5

@@ -60,7 +60,7 @@ def test_up_prints_settings_that_work_and_stops_cleanly() -> None:
         settings = load_settings(broker=values["VOLUNTEER_BROKER"], database_url=values["VOLUNTEER_DATABASE_URL"])
         assert settings.broker_is_embedded
         # both accept connections as soon as the lines are out, and the database is migrated
-        assert run(ensure_topics(settings)) == {"turns": 8, "volunteered": 8, "turns-dlq": 8}
+        assert run(ensure_topics(settings)) == {"turns": 8, "volunteered": 8, "turns-dlq": 8, "page-opens": 8}
         with psycopg.connect(settings.database_url, autocommit=True) as conn:
             row = conn.execute("SELECT to_regclass('context_volunteer_events') IS NOT NULL").fetchone()
             assert row == (True,)
