@@ -67,4 +67,7 @@ def user_prompt(harness: str, **values: str | None) -> None:
 
     env = dict(os.environ)
     env.update({variable: value for variable, value in values.items() if value is not None})
-    sys.exit(run(harness, env=env))
+    code = run(harness, env=env)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # nothing left to clean up; interpreter teardown would only add latency

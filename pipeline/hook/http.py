@@ -1,12 +1,19 @@
-"""A tiny JSON-over-HTTP client for the hook (``http.client``: no aiohttp, no asyncio)."""
+"""A tiny JSON-over-HTTP/1.1 client for the hook, straight on a socket.
+
+Not ``http.client``: it imports the ``email`` package (~10 ms of a ~100 ms process), and the hook
+needs one request to a known local endpoint: ``POST`` with ``Connection: close``, read to EOF,
+``Content-Length`` or chunked bodies. Every step is bounded by the caller's remaining time.
+"""
 
 from __future__ import annotations
 
-import http.client
+import socket
+import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
+
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
 
 class WorkerUnavailable(Exception):
@@ -17,31 +24,98 @@ class WorkerUnavailable(Exception):
         self.reason = reason
 
 
+def split_url(base_url: str) -> tuple[str, int, str]:
+    """``http://host:port/prefix`` -> (host, port, prefix); raises :class:`WorkerUnavailable`."""
+    rest = base_url.strip()
+    if rest.startswith("http://"):
+        rest = rest[7:]
+    elif "://" in rest:
+        raise WorkerUnavailable("bad_url", base_url)
+    hostport, _, prefix = rest.partition("/")
+    if hostport.startswith("["):  # [IPv6]:port
+        host, _, after = hostport[1:].partition("]")
+        port_text = after[1:] if after.startswith(":") else "80"
+    else:
+        host, colon, port_text = hostport.partition(":")
+        port_text = port_text if colon else "80"
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise WorkerUnavailable("bad_url", base_url) from None
+    if not host or not 0 < port < 65536:
+        raise WorkerUnavailable("bad_url", base_url)
+    return host, port, ("/" + prefix.strip("/")) if prefix.strip("/") else ""
+
+
+def _dechunk(body: bytes) -> bytes:
+    out, pos = bytearray(), 0
+    while True:
+        end = body.index(b"\r\n", pos)
+        size = int(body[pos:end].split(b";", 1)[0], 16)
+        if size == 0:
+            return bytes(out)
+        out += body[end + 2:end + 2 + size]
+        pos = end + 2 + size + 2
+
+
+def parse_response(raw: bytes) -> tuple[int, bytes]:
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    if not sep:
+        raise WorkerUnavailable("worker_io", "incomplete response")
+    lines = head.split(b"\r\n")
+    try:
+        status = int(lines[0].split()[1])
+    except (IndexError, ValueError):
+        raise WorkerUnavailable("not_a_worker", "no HTTP status line") from None
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
+    try:
+        if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+            body = _dechunk(body)
+        elif b"content-length" in headers:
+            length = int(headers[b"content-length"])
+            if len(body) < length:
+                raise WorkerUnavailable("worker_io", "truncated body")
+            body = body[:length]
+    except (ValueError, IndexError):
+        raise WorkerUnavailable("worker_io", "malformed body") from None
+    return status, body
+
+
 def post_json(base_url: str, path: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """POST ``body`` and return the decoded JSON object; any failure is :class:`WorkerUnavailable`."""
+    deadline = time.monotonic() + timeout_s
     if timeout_s <= 0:
         raise WorkerUnavailable("deadline")
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "") or not parts.hostname:
-        raise WorkerUnavailable("bad_url", base_url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout_s)
+    host, port, prefix = split_url(base_url)
+    data = orjson.dumps(body)
+    request = (f"POST {prefix}{path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode("ascii") + data
+    chunks: list[bytes] = []
     try:
-        data = orjson.dumps(body)
-        conn.request("POST", parts.path.rstrip("/") + path, body=data,
-                     headers={"Content-Type": "application/json", "Connection": "close"})
-        response = conn.getresponse()
-        raw = response.read()
-        status = response.status
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(request)
+            received = 0
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                sock.settimeout(remaining)
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                received += len(chunk)
+                if received > MAX_RESPONSE_BYTES:
+                    raise WorkerUnavailable("worker_io", "response too large")
     except TimeoutError:
         raise WorkerUnavailable("deadline") from None
     except ConnectionRefusedError:
         raise WorkerUnavailable("no_worker") from None
-    except (OSError, http.client.HTTPException) as exc:
+    except OSError as exc:
         raise WorkerUnavailable("worker_io", type(exc).__name__) from None
-    finally:
-        conn.close()
+    status, payload = parse_response(b"".join(chunks))
     try:
-        obj = orjson.loads(raw)
+        obj = orjson.loads(payload)
     except orjson.JSONDecodeError:
         raise WorkerUnavailable("not_a_worker", f"HTTP {status}") from None
     if not isinstance(obj, dict):

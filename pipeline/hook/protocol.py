@@ -11,11 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from topics.records import MAX_SESSION_ID_CHARS, MAX_TURN_NUMBER, InvalidRecord
+if TYPE_CHECKING:
+    from topics.records import InvalidRecord
+
+MAX_SESSION_ID_CHARS = 256  # topics.records.MAX_SESSION_ID_CHARS (not imported: the hook stays light)
+MAX_TURN_NUMBER = 2_147_483_647  # topics.records.MAX_TURN_NUMBER
 
 HOOK_CHANNELS: tuple[str, ...] = ("claude-code", "codex", "opencode")
 """Channels whose pages count only once the hook reports them printed (the reference's harness channels)."""
@@ -64,32 +68,38 @@ class Delivery:
         })
 
 
+def _invalid(code: str, message: str) -> InvalidRecord:
+    from topics.records import InvalidRecord  # the worker's dead-letter error; imported only when needed
+
+    return InvalidRecord(code, message)
+
+
 def _int_field(obj: dict[str, Any], name: str, low: int, high: int) -> int:
     value = obj.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidRecord("invalid_delivery", f"field '{name}' must be an integer")
+        raise _invalid("invalid_delivery", f"field '{name}' must be an integer")
     if value != int(value) or not low <= int(value) <= high:
-        raise InvalidRecord("invalid_delivery", f"field '{name}' must be an integer in {low}..{high}")
+        raise _invalid("invalid_delivery", f"field '{name}' must be an integer in {low}..{high}")
     return int(value)
 
 
 def delivery_from_obj(obj: Any, key: bytes | None = None) -> Delivery:
     """Validate a decoded delivery object (from the topic or from the hook's HTTP request)."""
     if not isinstance(obj, dict):
-        raise InvalidRecord("invalid_delivery", "a delivery must be a JSON object")
+        raise _invalid("invalid_delivery", "a delivery must be a JSON object")
     session_id = obj.get("session_id")
     if not isinstance(session_id, str) or not 0 < len(session_id) <= MAX_SESSION_ID_CHARS:
-        raise InvalidRecord("invalid_delivery", "field 'session_id' must be a string of 1-256 characters")
+        raise _invalid("invalid_delivery", "field 'session_id' must be a string of 1-256 characters")
     if key is not None and key != session_id.encode("utf-8"):
-        raise InvalidRecord("key_mismatch", "record key differs from the delivery's session_id")
+        raise _invalid("key_mismatch", "record key differs from the delivery's session_id")
     channel = obj.get("channel")
     if channel not in HOOK_CHANNELS:
-        raise InvalidRecord("invalid_delivery", f"field 'channel' must be one of {', '.join(HOOK_CHANNELS)}")
+        raise _invalid("invalid_delivery", f"field 'channel' must be one of {', '.join(HOOK_CHANNELS)}")
     slugs = obj.get("slugs")
     if not isinstance(slugs, list) or len(slugs) > MAX_SLUGS_PER_DELIVERY:
-        raise InvalidRecord("invalid_delivery", f"field 'slugs' must be a list of at most {MAX_SLUGS_PER_DELIVERY}")
+        raise _invalid("invalid_delivery", f"field 'slugs' must be a list of at most {MAX_SLUGS_PER_DELIVERY}")
     if not all(isinstance(s, str) and 0 < len(s) <= MAX_SLUG_CHARS for s in slugs):
-        raise InvalidRecord("invalid_delivery", "every slug must be a non-empty string")
+        raise _invalid("invalid_delivery", "every slug must be a non-empty string")
     return Delivery(
         session_id=session_id,
         turn=_int_field(obj, "turn", 1, MAX_TURN_NUMBER),
@@ -104,7 +114,7 @@ def decode_delivery(value: bytes, key: bytes | None = None) -> Delivery:
     try:
         obj = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
-        raise InvalidRecord("invalid_json", f"value is not valid JSON: {exc}") from None
+        raise _invalid("invalid_json", f"value is not valid JSON: {exc}") from None
     return delivery_from_obj(obj, key)
 
 

@@ -39,8 +39,8 @@ from pipeline.hook.transcript import TranscriptRefused, confine, read_new
 MAX_STDIN_BYTES = 8 * 1024 * 1024
 RESPONSE_MARGIN_S = 0.03
 """Asked of the worker: answer this much before the hook's deadline (transfer, render, print)."""
-FINISH_RESERVE_S = 0.012
-"""The timer fires this much before the deadline, leaving time to record the heartbeat."""
+FINISH_RESERVE_S = 0.03
+"""The timer fires this much before the deadline, leaving time to record the heartbeat and exit."""
 MAX_SESSION_ID_CHARS = 256
 
 

@@ -68,3 +68,27 @@ def test_length_counts_utf16_units_like_the_harness() -> None:
     exact = output_length(payload_for(wide) + "\n")
     assert exact > len(payload_for(wide) + "\n")
     assert fit(wide, exact)[1] == wide and fit(wide, exact - 1)[1] == []
+
+
+def test_protocol_mirrors_the_record_limits() -> None:
+    from pipeline.hook import protocol
+    from topics import records
+
+    assert (protocol.MAX_SESSION_ID_CHARS, protocol.MAX_TURN_NUMBER) == (records.MAX_SESSION_ID_CHARS,
+                                                                        records.MAX_TURN_NUMBER)
+
+
+def test_raw_http_responses_are_parsed() -> None:
+    import pytest
+
+    from pipeline.hook.http import WorkerUnavailable, parse_response, split_url
+
+    assert split_url("http://127.0.0.1:6066/") == ("127.0.0.1", 6066, "")
+    assert split_url("http://[::1]:7/base/") == ("::1", 7, "/base")
+    assert split_url("localhost") == ("localhost", 80, "")
+    with pytest.raises(WorkerUnavailable, match="bad_url"):
+        split_url("https://host:1")
+    assert parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}junk") == (200, b"{}")
+    assert parse_response(b"HTTP/1.1 400 Bad\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n") == (400, b"{}")
+    with pytest.raises(WorkerUnavailable, match="truncated"):
+        parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}")
