@@ -252,6 +252,11 @@ def _activity_checks(conn: psycopg.Connection) -> list[Check]:
     else:
         channel_check = Check("channels", OK, f"no volunteer events in {CHANNEL_DAYS} days",
                               data={"window_days": CHANNEL_DAYS, "channels": {}})
+    from pipeline.hook.doctor import merge_into_channels  # hook channels: installed, called, delivering
+
+    channel_check = Check("channels", *merge_into_channels(
+        channel_check.status, channel_check.detail, channel_check.hint, channel_check.data,
+        {a.channel: a.count for a in activity}, days=CHANNEL_DAYS))
     row = conn.execute("SELECT count(*) FROM pages WHERE deleted_at IS NULL AND last_retrieved_at > now() - "
                        "make_interval(days => %s)", (CHANNEL_DAYS,)).fetchone()
     opened = int(row[0]) if row else 0

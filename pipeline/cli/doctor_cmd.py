@@ -50,7 +50,7 @@ def doctor(broker: str | None, database_url: str | None, app_id: str | None, max
       schema    'volunteer migrate' has run and is current
       brain     live pages and aliases per source
       lag       how far the workers' consumer group is behind (and whether a worker runs)
-      channels  events per channel in the last 7 days (informational)
+      channels  events per channel in the last 7 days; hooks installed but never called or never delivering
       feedback  whether page opens arrive, without which stats precision reads 0
 
     \b
