@@ -140,7 +140,8 @@ class Call:
                   prompt: str) -> list[tuple[str, str]] | None:
         """Catch-up turns from the transcript (bounded) plus the prompt; None if refused."""
         catch_up: list[tuple[str, str]] = []
-        if transcript_path is not None and self.cfg.warm_turns > 0:
+        # Transcript formats known: Claude Code's and Codex's (opencode sends the prompt alone).
+        if transcript_path is not None and self.cfg.warm_turns > 0 and self.cfg.harness != "opencode":
             try:
                 path = confine(transcript_path, self.cfg.transcript_root)
             except TranscriptRefused as exc:
