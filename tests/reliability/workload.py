@@ -1,0 +1,112 @@
+"""A deterministic multi-session workload for the crash, outage and privacy tests.
+
+Sessions are the 450 conformance watch sessions (every line a turn, spec §9), renamed and reused as
+often as needed, so pages really fire against the conformance brain. Every session is one of two
+producer kinds, chosen by the seed:
+
+- **numbered**: the producer sends ``turn`` numbers, sometimes with gaps (allowed by design.md);
+- **unnumbered**: no ``turn`` field, so the pipeline numbers the turns itself (the crash-sensitive path).
+
+Half the sessions carry a ``ts`` (then ``volunteered_at`` is exact and checked), some name a channel.
+Turns of many sessions are interleaved the way live traffic is: a pool of concurrently active
+sessions, one random active session speaks next, a finished session is replaced by a new one. Each
+session's own order is kept, which is all the pipeline promises to respect.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from pipeline.core.window import parse_watch_line
+from tests.conftest import CONFORMANCE
+from topics.records import Turn
+
+BASE_TS_MS = 1_790_000_000_000
+CHANNELS = (None, None, None, "cli", "bench")  # None = the worker's default channel
+
+
+@dataclass(frozen=True, slots=True)
+class TurnMeta:
+    """What the verifier needs to know about one produced turn besides its record."""
+
+    number: int  # the turn number the pipeline must give it (explicit or counted)
+    ts_ms: int | None
+    channel: str | None
+
+
+@dataclass
+class Workload:
+    """Turn records in production order, plus what each one is."""
+
+    turns: list[Turn]
+    meta: dict[tuple[str, int], TurnMeta] = field(default_factory=dict)  # (session, number) -> meta
+    numbered_sessions: int = 0
+    unnumbered_sessions: int = 0
+
+    @property
+    def sessions(self) -> int:
+        return self.numbered_sessions + self.unnumbered_sessions
+
+    def lines(self) -> list[bytes]:
+        return [t.to_json() for t in self.turns]
+
+    def texts(self) -> set[str]:
+        return {t.text for t in self.turns}
+
+
+def conformance_dialogues(path: Path | None = None) -> list[list[tuple[str, str]]]:
+    """Every watch session of the conformance corpus as ``[(role, text), ...]`` (empty ones dropped)."""
+    out = []
+    for line in (path or CONFORMANCE / "cases-watch.jsonl").read_bytes().splitlines():
+        case = orjson.loads(line)
+        turns = [parsed for raw in case["lines"] if (parsed := parse_watch_line(raw)) is not None]
+        if turns:
+            out.append(turns)
+    return out
+
+
+def build_workload(turns_target: int, *, seed: int, concurrent: int = 300, numbered_share: float = 0.5,
+                   prefix: str = "w") -> Workload:
+    """At least ``turns_target`` turns (whole sessions only), deterministic for a given seed."""
+    rng = random.Random(seed)
+    dialogues = conformance_dialogues()
+    work = Workload([])
+    planned = 0
+    pending: list[list[Turn]] = []
+    while planned < turns_target:
+        index = work.sessions
+        dialogue = dialogues[rng.randrange(len(dialogues))]
+        sid = f"{prefix}{seed}-{index:06d}"
+        numbered = rng.random() < numbered_share
+        with_ts = rng.random() < 0.5
+        channel = rng.choice(CHANNELS)
+        number = rng.randint(1, 3) if numbered else 1
+        turns = []
+        for i, (role, text) in enumerate(dialogue):
+            ts = BASE_TS_MS + index * 7_919 + i * 1_000 if with_ts else None
+            turns.append(Turn(sid, role, text, number if numbered else None, ts, None, channel))
+            work.meta[(sid, number)] = TurnMeta(number, ts, channel)
+            number += rng.choice((1, 1, 1, 2)) if numbered else 1
+        if numbered:
+            work.numbered_sessions += 1
+        else:
+            work.unnumbered_sessions += 1
+        planned += len(turns)
+        pending.append(turns)
+    # interleave: a pool of active sessions, a random one speaks next
+    queue = pending[::-1]
+    active: list[list[Turn]] = []
+    while queue or active:
+        while queue and len(active) < concurrent:
+            active.append(queue.pop())
+        pick = rng.randrange(len(active))
+        session = active[pick]
+        work.turns.append(session.pop(0))
+        if not session:
+            active[pick] = active[-1]
+            active.pop()
+    return work
