@@ -51,7 +51,15 @@ class EventWriter:
         if self._conn is None or self._conn.closed:
             from sinks.db import connect_async
 
-            self._conn = await connect_async(self.database_url, autocommit=True)
+            conn = await connect_async(self.database_url, autocommit=True)
+            # Offsets are committed once a batch's INSERT returns, so that commit must be durable:
+            # with the server's synchronous_commit=off a PostgreSQL crash drops acknowledged rows.
+            try:
+                await conn.execute("SET synchronous_commit TO on")
+            except BaseException:
+                await conn.close()
+                raise
+            self._conn = conn
         return self._conn
 
     async def close(self) -> None:
