@@ -183,6 +183,14 @@ def decode_turn(
     return Turn(session_id, role_lc, stripped, turn_no, ts_ms, source_id, channel)
 
 
+def check_turn_number(last_turn: int, turn_no: int | None) -> None:
+    """An unnumbered turn after turn :data:`MAX_TURN_NUMBER` cannot be numbered (its events would not
+    fit the INTEGER ``turn`` column): raise ``turn_overflow`` so it is dead-lettered, not stored half-way."""
+    if turn_no is None and last_turn >= MAX_TURN_NUMBER:
+        raise InvalidRecord("turn_overflow", f"the session is at turn {MAX_TURN_NUMBER}, the highest possible; "
+                                             "a turn without a number cannot follow it")
+
+
 # ----------------------------------------------------------------------------- Volunteered
 
 

@@ -30,7 +30,15 @@ from pipeline.core.session import DecisionOptions, step
 from pipeline.core.tally import DecisionTally
 from pipeline.hook.protocol import decode_delivery, is_delivery
 from pipeline.settings import Settings
-from topics.records import DeadLetter, InvalidRecord, Volunteered, decode_turn, event_id_for, rfc3339_ms
+from topics.records import (
+    DeadLetter,
+    InvalidRecord,
+    Volunteered,
+    check_turn_number,
+    decode_turn,
+    event_id_for,
+    rfc3339_ms,
+)
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +138,11 @@ class WindowProcessor:
             if session.already_applied(rec.partition, rec.offset):
                 out.skipped += 1
                 continue
+            try:
+                check_turn_number(session.state.last_turn, turn.turn)
+            except InvalidRecord as exc:
+                self._dead(out, rec, exc.code, exc.message, now_ms)
+                continue
             source = turn.source_id or self.default_source
             channel = turn.channel or self.default_channel
             try:
@@ -144,6 +157,12 @@ class WindowProcessor:
             session.offset = rec.offset
             session.last_activity_ms = now_ms
             if result.skipped:
+                out.skipped += 1
+                continue
+            if result.duplicate and not is_hook_channel(channel):
+                # A repeated turn number is ignored (design.md). Its pages were published before the state
+                # that counts it was saved; re-emitting them under this record's channel would store rows
+                # (other event ids) that the turn's first processing never produced.
                 out.skipped += 1
                 continue
             out.turns += 1

@@ -24,7 +24,7 @@ from pipeline.core.brain import BrainIndex
 from pipeline.core.render import format_page
 from pipeline.core.session import DecisionOptions, SessionState, step
 from pipeline.core.types import ARMS, VolunteeredPage
-from topics.records import InvalidRecord, decode_turn
+from topics.records import InvalidRecord, check_turn_number, decode_turn
 
 PageSink = Callable[[str, int, VolunteeredPage], None]
 ErrorSink = Callable[[int, InvalidRecord], None]
@@ -88,6 +88,13 @@ def replay_lines(
         state = states.get(turn.session_id)
         if state is None:
             state = states[turn.session_id] = SessionState()
+        try:
+            check_turn_number(state.last_turn, turn.turn)
+        except InvalidRecord as exc:
+            summary.bad += 1
+            if on_error is not None:
+                on_error(lineno, exc)
+            continue
         result = step(
             state,
             turn.role,

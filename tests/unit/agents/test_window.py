@@ -16,7 +16,7 @@ from pipeline.cli.replay_cmd import replay_lines
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions
 from pipeline.settings import Settings, load_settings
-from topics.records import Turn, Volunteered, decode_turn, event_id_for, rfc3339_ms
+from topics.records import MAX_TURN_NUMBER, Turn, Volunteered, decode_turn, event_id_for, rfc3339_ms
 
 SAMPLES = Path(__file__).resolve().parents[3] / "pipeline" / "samples"
 NOW = 1_800_000_000_000
@@ -132,15 +132,34 @@ def test_reprocessing_from_the_old_state_emits_identical_events(brain: BrainInde
     assert first.volunteered and first.volunteered == second.volunteered
 
 
-def test_duplicate_turn_numbers_re_emit_the_first_pages(brain: BrainIndex, settings: Settings) -> None:
+def test_duplicate_turn_numbers_are_ignored(brain: BrainIndex, settings: Settings) -> None:
+    """A turn number at or below the last is a duplicate and is ignored (design.md): no event, even
+    under another channel (that would be a row its first processing never produced), no state change."""
     table = Table()
     processor = WindowProcessor(settings)
     value = Turn("s", "user", "Alice Example called.", turn=7).to_json()
     first = processor.process(records([value]), brain, table.get, NOW)
     table.save(first)
-    # the producer sent the same turn again (a new offset): same event, the sink keeps one row
-    dup = processor.process(records([value], first_offset=1), brain, table.get, NOW)
-    assert dup.volunteered == first.volunteered
+    assert [(e.turn, e.slug) for e in events(first)] == [(7, "people/alice-example")]
+    # the producer sent turn 7 again (new offsets), once under another channel, and an older turn
+    again = [value, Turn("s", "user", "Alice Example called.", turn=7, channel="other").to_json(),
+             Turn("s", "user", "Kiteline too.", turn=3).to_json()]
+    dup = processor.process(records(again, first_offset=1), brain, table.get, NOW)
+    assert dup.volunteered == [] and dup.dead == [] and (dup.skipped, dup.turns) == (3, 0)
+    table.save(dup)
+    later = processor.process(records([Turn("s", "user", "Alice Example and Kiteline.", turn=8).to_json()],
+                                      first_offset=4), brain, table.get, NOW)
+    assert [(e.turn, e.slug) for e in events(later)] == [(8, "companies/kiteline")]  # window and dedupe intact
+
+
+def test_an_unnumbered_turn_after_the_highest_turn_number_is_dead_lettered(brain: BrainIndex,
+                                                                        settings: Settings) -> None:
+    """Its number would not fit the INTEGER column: a dead letter, not events the sink cannot store."""
+    values = [Turn("s", "user", "Alice Example called.", turn=MAX_TURN_NUMBER).to_json(),
+              Turn("s", "user", "Kiteline too.").to_json()]
+    out = WindowProcessor(settings).process(records(values), brain, Table().get, NOW)
+    assert [(e.turn, e.slug) for e in events(out)] == [(MAX_TURN_NUMBER, "people/alice-example")]
+    assert [orjson.loads(letter)["error"] for _, letter in out.dead] == ["turn_overflow"]
 
 
 BAD_CASES: list[tuple[bytes | None, bytes | None, str]] = [

@@ -106,6 +106,17 @@ def test_duplicates_ignored_and_record_source_wins() -> None:
     assert (summary.turns, summary.duplicates, summary.blank, summary.sessions) == (3, 1, 1, 3)
 
 
+def test_an_unnumbered_turn_after_the_highest_turn_number_is_a_bad_line() -> None:
+    """Like the worker, which dead-letters it (``turn_overflow``): its number would not fit INTEGER."""
+    lines = [orjson.dumps({"session_id": "a", "role": "user", "text": "ping Jordan Lee", "turn": 2_147_483_647}),
+             orjson.dumps({"session_id": "a", "role": "user", "text": "ping Jordan Lee again"})]
+    errors: list[tuple[int, str]] = []
+    summary = replay_lines(lines, load_brain_dir(BRAIN), options=DecisionOptions(),
+                           on_error=lambda n, exc: errors.append((n, exc.code)))
+    assert (summary.turns, summary.bad) == (1, 1)
+    assert errors == [(2, "turn_overflow")]
+
+
 def test_progress_wrapper_passes_every_line_through() -> None:
     data = b"".join(b"line %d\n" % i for i in range(70_000))
     assert list(_with_progress(io.BytesIO(data), True)) == data.splitlines(keepends=True)
