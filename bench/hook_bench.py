@@ -11,8 +11,9 @@ prompt and some its first (with a transcript to warm the window from). For each 
 the time from spawn to the end of stdout (the harness has the output then; the hook closes stdout
 right after printing) and to process exit (which includes reporting the delivery). It also times
 the floor: an interpreter that does nothing, and the hook with its kill switch on (start-up and
-imports only), and a worker that never answers (how long the hook can block). Prints figures;
-asserts nothing.
+imports only), a worker that never answers (how long the hook can block), and the worker's own
+part (publish, window agent, answer) from a client inside this process. Prints figures; asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -194,6 +195,16 @@ def main() -> None:
         beat = orjson.loads((tmp / "state" / "heartbeat.json").read_bytes())["channels"]["claude-code"]
         outcomes = Counter(r[3] or r[2] for r in beat["recent"])
 
+        from pipeline.hook.http import post_json
+
+        round_trips = []
+        for i in range(100):
+            body = {"session_id": f"rt-{i}", "channel": "claude-code", "wait_turn": 1, "wait_ms": 5000,
+                    "turns": [{"role": "user", "text": PROMPTS[i % len(PROMPTS)], "turn": 1}]}
+            start = time.perf_counter()
+            assert post_json(url, "/volunteer/hook/turns", body, 10)["status"] == "ok"
+            round_trips.append((time.perf_counter() - start) * 1000)
+
         sock, port = silent_server()
         stuck = [run_once(command, payload(i, "stuck"), {**env, "VOLUNTEER_HOOK_URL": f"http://127.0.0.1:{port}"})[1]
                  for i in range(10)]
@@ -205,6 +216,7 @@ def main() -> None:
         print(summary("hook: spawn -> exit", exits))
         print(summary("hook: CPU time per call", cpu))
         print(summary("hook, worker never answers: exit", stuck))
+        print(summary("worker alone: POST -> answer", round_trips))
         print(f"{printed} of {args.prompts} calls printed pages; outcomes of the last {len(beat['recent'])}: "
               f"{dict(outcomes)}; load average now {os.getloadavg()[0]:.2f}")
     finally:

@@ -1,7 +1,8 @@
 """``volunteer hook``: the commands a harness (Claude Code, Codex) runs as hooks.
 
-Kept import-light on purpose: this module and :mod:`pipeline.hook` load only click, orjson and
-the standard library, because the hook's whole run counts against the prompt's latency.
+The ``volunteer`` executable usually answers ``hook user-prompt`` without loading click at all
+(:mod:`pipeline.hook.entry`); this click command is the same thing with help and argument errors,
+and what ``python -m pipeline hook user-prompt`` runs. Both read :data:`pipeline.hook.config.OPTIONS`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import click
 
+from pipeline.hook.config import OPTIONS
 from pipeline.hook.protocol import DEFAULT_HARNESS, HOOK_CHANNELS
 
 
@@ -19,22 +21,8 @@ def hook() -> None:
     """Hooks for AI harnesses (installed by 'volunteer bootstrap')."""
 
 
-_ENV_OPTIONS = (
-    # (flag, variable, help) -- plain strings: a bad value must never make click exit non-zero.
-    ("--url", "VOLUNTEER_HOOK_URL", "The worker's web address (default http://127.0.0.1:6066)."),
-    ("--deadline-ms", "VOLUNTEER_HOOK_DEADLINE_MS", "Total time budget from process start (default 800)."),
-    ("--max-chars", "VOLUNTEER_HOOK_MAX_CHARS", "Output cap in characters (default and maximum 10000)."),
-    ("--warm-turns", "VOLUNTEER_HOOK_WARM_TURNS",
-     "Transcript turns sent with a session's first prompt, and at most that many replies later (default 4)."),
-    ("--state-dir", "VOLUNTEER_HOOK_STATE_DIR",
-     "Per-session state and the heartbeat (default ~/.local/state/volunteer/hooks)."),
-    ("--source", "VOLUNTEER_SOURCE", "Brain source to resolve against (default: the worker's)."),
-    ("--enabled", "VOLUNTEER_HOOKS", "Kill switch: 0, false, off or no makes the hook do nothing at all."),
-)
-
-
 def _env_options(func: Any) -> Any:
-    for flag, variable, text in reversed(_ENV_OPTIONS):
+    for flag, variable, text in reversed(OPTIONS):
         func = click.option(flag, variable, envvar=variable, default=None, metavar="VALUE",
                             help=f"{text} [env: {variable}]")(func)
     return func

@@ -1,24 +1,40 @@
-"""The hook's settings, read straight from ``VOLUNTEER_*`` variables.
+"""The hook's settings, read straight from ``VOLUNTEER_*`` variables (or the same-named flags).
 
-Not :class:`pipeline.settings.Settings`: importing pydantic-settings costs ~130 ms, half the hook's
-latency budget. Bad values fall back to the defaults (a hook never fails on configuration).
+Not :class:`pipeline.settings.Settings`: importing pydantic-settings costs ~130 ms, more than the
+whole hook. Like every module the hook process loads, this one imports only light stdlib modules
+(no dataclasses, pathlib or typing at run time). Bad values fall back to the defaults: a hook never
+fails on configuration.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
 
 from pipeline.hook.protocol import DEFAULT_HARNESS, HOOK_CHANNELS
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 DEFAULT_URL = "http://127.0.0.1:6066"
 DEFAULT_DEADLINE_MS = 800.0
 DEFAULT_MAX_CHARS = 10_000
 DEFAULT_WARM_TURNS = 4
 MAX_WARM_TURNS = 64
+
+OPTIONS: tuple[tuple[str, str, str], ...] = (
+    # (flag, variable, help): the flags of 'volunteer hook user-prompt', each mirroring a variable.
+    ("--url", "VOLUNTEER_HOOK_URL", "The worker's web address (default http://127.0.0.1:6066)."),
+    ("--deadline-ms", "VOLUNTEER_HOOK_DEADLINE_MS", "Total time budget from process start (default 800)."),
+    ("--max-chars", "VOLUNTEER_HOOK_MAX_CHARS", "Output cap in characters (default and maximum 10000)."),
+    ("--warm-turns", "VOLUNTEER_HOOK_WARM_TURNS",
+     "Transcript turns sent with a session's first prompt, and at most that many replies later (default 4)."),
+    ("--state-dir", "VOLUNTEER_HOOK_STATE_DIR",
+     "Per-session state and the heartbeat (default ~/.local/state/volunteer/hooks)."),
+    ("--source", "VOLUNTEER_SOURCE", "Brain source to resolve against (default: the worker's)."),
+    ("--enabled", "VOLUNTEER_HOOKS", "Kill switch: 0, false, off or no makes the hook do nothing at all."),
+)
 
 
 def _number(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
@@ -34,20 +50,20 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
     return min(high, max(low, value))
 
 
-def default_state_dir(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_STATE_HOME", "").strip()
-    root = Path(base) if base else Path(env.get("HOME") or Path.home()) / ".local" / "state"
-    return root / "volunteer" / "hooks"
+def _home(env: Mapping[str, str]) -> str:
+    return env.get("HOME") or os.path.expanduser("~")
 
 
-def transcript_root(harness: str, env: Mapping[str, str]) -> Path:
+def default_state_dir(env: Mapping[str, str]) -> str:
+    base = env.get("XDG_STATE_HOME", "").strip() or os.path.join(_home(env), ".local", "state")
+    return os.path.join(base, "volunteer", "hooks")
+
+
+def transcript_root(harness: str, env: Mapping[str, str]) -> str:
     """Where the harness keeps its transcripts; the hook reads no transcript outside it."""
-    home = Path(env.get("HOME") or Path.home())
     if harness == "codex":
-        codex_home = env.get("CODEX_HOME", "").strip()
-        return (Path(codex_home) if codex_home else home / ".codex") / "sessions"
-    claude_dir = env.get("CLAUDE_CONFIG_DIR", "").strip()
-    return (Path(claude_dir) if claude_dir else home / ".claude") / "projects"
+        return os.path.join(env.get("CODEX_HOME", "").strip() or os.path.join(_home(env), ".codex"), "sessions")
+    return os.path.join(env.get("CLAUDE_CONFIG_DIR", "").strip() or os.path.join(_home(env), ".claude"), "projects")
 
 
 def hooks_enabled(env: Mapping[str, str]) -> bool:
@@ -55,16 +71,20 @@ def hooks_enabled(env: Mapping[str, str]) -> bool:
     return env.get("VOLUNTEER_HOOKS", "").strip().lower() not in {"0", "false", "off", "no"}
 
 
-@dataclass(frozen=True, slots=True)
 class HookConfig:
-    harness: str
-    url: str
-    deadline_ms: float
-    max_chars: int
-    warm_turns: int
-    state_dir: Path
-    transcript_root: Path
-    source_id: str | None
+    __slots__ = ("deadline_ms", "harness", "max_chars", "source_id", "state_dir", "transcript_root", "url",
+                 "warm_turns")
+
+    def __init__(self, harness: str, url: str, deadline_ms: float, max_chars: int, warm_turns: int,
+                 state_dir: str, transcript_root: str, source_id: str | None) -> None:
+        self.harness = harness
+        self.url = url
+        self.deadline_ms = deadline_ms
+        self.max_chars = max_chars
+        self.warm_turns = warm_turns
+        self.state_dir = state_dir
+        self.transcript_root = transcript_root
+        self.source_id = source_id
 
     @property
     def channel(self) -> str:
@@ -75,7 +95,6 @@ class HookConfig:
         env = os.environ if env is None else env
         if harness not in HOOK_CHANNELS:
             harness = DEFAULT_HARNESS
-        state = env.get("VOLUNTEER_HOOK_STATE_DIR", "").strip()
         source = env.get("VOLUNTEER_SOURCE", "").strip()
         return cls(
             harness=harness,
@@ -83,7 +102,7 @@ class HookConfig:
             deadline_ms=_number(env, "VOLUNTEER_HOOK_DEADLINE_MS", DEFAULT_DEADLINE_MS, 0, 60_000),
             max_chars=int(_number(env, "VOLUNTEER_HOOK_MAX_CHARS", DEFAULT_MAX_CHARS, 200, DEFAULT_MAX_CHARS)),
             warm_turns=int(_number(env, "VOLUNTEER_HOOK_WARM_TURNS", DEFAULT_WARM_TURNS, 0, MAX_WARM_TURNS)),
-            state_dir=Path(state) if state else default_state_dir(env),
+            state_dir=env.get("VOLUNTEER_HOOK_STATE_DIR", "").strip() or default_state_dir(env),
             transcript_root=transcript_root(harness, env),
             source_id=source or None,
         )

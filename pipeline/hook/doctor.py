@@ -60,14 +60,14 @@ def _top_reasons(channel_data: Mapping[str, Any], n: int = 3) -> str:
 
 
 def hook_channel_statuses(events_by_channel: Mapping[str, int], *, days: int = 7,
-                          state_dir: Path | None = None, env: Mapping[str, str] | None = None,
+                          state_dir: str | Path | None = None, env: Mapping[str, str] | None = None,
                           project_dir: Path | None = None, now_ms: int | None = None) -> list[HookChannelStatus]:
     """One status per harness that is installed, was called, or has events; quiet cases are ``warn``."""
     env = os.environ if env is None else env
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     if state_dir is None:
         configured = env.get("VOLUNTEER_HOOK_STATE_DIR", "").strip()
-        state_dir = Path(configured) if configured else default_state_dir(env)
+        state_dir = configured or default_state_dir(env)
     heartbeat = read_heartbeat(state_dir).get("channels", {})
     out = []
     for harness in HARNESSES:

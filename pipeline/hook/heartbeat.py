@@ -9,16 +9,14 @@ lock (a busy lock skips one update rather than delay the prompt).
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
+import json
 import os
 import time
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any
 
-import orjson
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 HEARTBEAT_FILE = "heartbeat.json"
 DAYS_KEPT = 14
@@ -26,32 +24,37 @@ RECENT_KEPT = 50
 LOCK_TRIES = 20
 LOCK_PAUSE_S = 0.001
 COUNTERS = ("calls", "printed_calls", "pages_printed", "pages_reported")
+DAY_MS = 86_400_000
 
 
-@dataclass(slots=True)
 class CallRecord:
     """What one hook call did (filled in as the call goes)."""
 
-    channel: str
-    outcome: str = "error"  # ok | nothing | degraded | error
-    reason: str | None = None
-    pages_printed: int = 0
-    pages_reported: int = 0
-    duration_ms: float = 0.0
+    __slots__ = ("channel", "duration_ms", "outcome", "pages_printed", "pages_reported", "reason")
+
+    def __init__(self, channel: str, outcome: str = "error", reason: str | None = None, pages_printed: int = 0,
+                 pages_reported: int = 0, duration_ms: float = 0.0) -> None:
+        self.channel = channel
+        self.outcome = outcome  # ok | nothing | degraded | error
+        self.reason = reason
+        self.pages_printed = pages_printed
+        self.pages_reported = pages_reported
+        self.duration_ms = duration_ms
 
 
-def heartbeat_path(state_dir: Path) -> Path:
-    return state_dir / HEARTBEAT_FILE
+def heartbeat_path(state_dir: str | os.PathLike[str]) -> str:
+    return os.path.join(os.fspath(state_dir), HEARTBEAT_FILE)
 
 
 def day_key(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d")
+    return time.strftime("%Y-%m-%d", time.gmtime(ms / 1000))
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: str) -> dict[str, Any]:
     try:
-        obj = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        with open(path, "rb") as fh:
+            obj = json.loads(fh.read())
+    except (OSError, ValueError, RecursionError):
         return {"version": 1, "channels": {}}
     if not isinstance(obj, dict) or not isinstance(obj.get("channels"), dict):
         return {"version": 1, "channels": {}}
@@ -89,18 +92,18 @@ def apply_call(data: dict[str, Any], call: CallRecord, now_ms: int) -> None:
         today["pages_printed"] = int(today.get("pages_printed", 0)) + call.pages_printed
     if call.pages_reported:
         today["pages_reported"] = int(today.get("pages_reported", 0)) + call.pages_reported
-    oldest = day_key(now_ms - DAYS_KEPT * 86_400_000)
+    oldest = day_key(now_ms - DAYS_KEPT * DAY_MS)
     for key in [k for k in days if k < oldest]:
         del days[key]
 
 
-def record_call(state_dir: Path, call: CallRecord, now_ms: int | None = None) -> bool:
+def record_call(state_dir: str | os.PathLike[str], call: CallRecord, now_ms: int | None = None) -> bool:
     """Add one call to the heartbeat file; False if it could not (never raises)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    path = heartbeat_path(state_dir)
     try:
-        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = heartbeat_path(state_dir)
-        fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        os.makedirs(os.fspath(state_dir), mode=0o700, exist_ok=True)
+        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
         return False
     try:
@@ -114,19 +117,22 @@ def record_call(state_dir: Path, call: CallRecord, now_ms: int | None = None) ->
             return False
         data = _load(path)
         apply_call(data, call, now_ms)
-        tmp = path.with_name(f"{HEARTBEAT_FILE}.{os.getpid()}.tmp")
-        tmp.write_bytes(orjson.dumps(data))
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(data, separators=(",", ":")))
         os.replace(tmp, path)
         return True
     except OSError:
         return False
     finally:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 - contextlib stays off the hook path
             fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError:
+            pass
         os.close(fd)
 
 
-def read_heartbeat(state_dir: Path) -> dict[str, Any]:
+def read_heartbeat(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The whole heartbeat object (empty channels when there is none)."""
     return _load(heartbeat_path(state_dir))
 
@@ -134,7 +140,7 @@ def read_heartbeat(state_dir: Path) -> dict[str, Any]:
 def totals_since(channel_data: dict[str, Any], days: int, now_ms: int | None = None) -> dict[str, int]:
     """Counter sums over the last ``days`` calendar days (UTC, today included)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    first = (datetime.fromtimestamp(now_ms / 1000, tz=UTC) - timedelta(days=days - 1)).strftime("%Y-%m-%d")
+    first = day_key(now_ms - (days - 1) * DAY_MS)
     out = dict.fromkeys(COUNTERS, 0)
     for key, counts in (channel_data.get("days") or {}).items():
         if key >= first and isinstance(counts, dict):

@@ -7,11 +7,15 @@ needs one request to a known local endpoint: ``POST`` with ``Connection: close``
 
 from __future__ import annotations
 
+import json
 import socket
 import time
-from typing import Any
 
-import orjson
+from pipeline.hook.protocol import dumps
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
@@ -87,7 +91,7 @@ def post_json(base_url: str, path: str, body: dict[str, Any], timeout_s: float) 
     if timeout_s <= 0:
         raise WorkerUnavailable("deadline")
     host, port, prefix = split_url(base_url)
-    data = orjson.dumps(body)
+    data = dumps(body).encode("utf-8", "surrogatepass")
     request = (f"POST {prefix}{path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
                f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode("ascii") + data
     chunks: list[bytes] = []
@@ -115,8 +119,8 @@ def post_json(base_url: str, path: str, body: dict[str, Any], timeout_s: float) 
         raise WorkerUnavailable("worker_io", type(exc).__name__) from None
     status, payload = parse_response(b"".join(chunks))
     try:
-        obj = orjson.loads(payload)
-    except orjson.JSONDecodeError:
+        obj = json.loads(payload)
+    except (ValueError, RecursionError):
         raise WorkerUnavailable("not_a_worker", f"HTTP {status}") from None
     if not isinstance(obj, dict):
         raise WorkerUnavailable("not_a_worker", f"HTTP {status}")

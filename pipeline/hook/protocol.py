@@ -4,18 +4,20 @@ A **delivery record** is how the hook says "I printed these pages for turn T": i
 ``turns`` topic, keyed by the session id, so the window agent applies it in order with the
 session's turns (a delivery is always applied before the next prompt is decided). Its value starts
 with :data:`DELIVERY_PREFIX`, which is what the window agent checks before decoding a Turn.
+
+Light on purpose (the hook process imports it): stdlib ``json`` and ``math`` only.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
-import orjson
-
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any
+
     from topics.records import InvalidRecord
 
 MAX_SESSION_ID_CHARS = 256  # topics.records.MAX_SESSION_ID_CHARS (not imported: the hook stays light)
@@ -41,31 +43,44 @@ MAX_SLUG_CHARS = 1024
 MAX_WAIT_MS = 10_000
 
 
+def dumps(obj: Any) -> str:
+    """Compact JSON, non-ASCII kept as is (what the hook prints and sends)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
 def is_delivery(value: bytes) -> bool:
     """Cheap test the window agent runs on every ``turns`` record before decoding a Turn."""
     return value.startswith(DELIVERY_PREFIX)
 
 
-@dataclass(frozen=True, slots=True)
 class Delivery:
     """The pages (by slug) the hook printed for one turn of one session, and when."""
 
-    session_id: str
-    turn: int
-    slugs: tuple[str, ...]
-    channel: str
-    ts_ms: int
+    __slots__ = ("channel", "session_id", "slugs", "ts_ms", "turn")
+
+    def __init__(self, session_id: str, turn: int, slugs: Iterable[str], channel: str, ts_ms: int) -> None:
+        self.session_id = session_id
+        self.turn = turn
+        self.slugs = tuple(dict.fromkeys(slugs))
+        self.channel = channel
+        self.ts_ms = ts_ms
+
+    def to_obj(self) -> dict[str, Any]:
+        # Key order is part of the format: the JSON must start with DELIVERY_PREFIX.
+        return {"kind": "delivered", "session_id": self.session_id, "turn": self.turn, "slugs": list(self.slugs),
+                "channel": self.channel, "ts": self.ts_ms}
 
     def to_json(self) -> bytes:
-        # Key order is part of the format: the value must start with DELIVERY_PREFIX.
-        return orjson.dumps({
-            "kind": "delivered",
-            "session_id": self.session_id,
-            "turn": self.turn,
-            "slugs": list(self.slugs),
-            "channel": self.channel,
-            "ts": self.ts_ms,
-        })
+        return dumps(self.to_obj()).encode("utf-8")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Delivery) and self.to_obj() == other.to_obj()
+
+    def __hash__(self) -> int:
+        return hash((self.session_id, self.turn, self.slugs, self.channel, self.ts_ms))
+
+    def __repr__(self) -> str:
+        return f"Delivery({self.session_id!r}, {self.turn}, {self.slugs!r}, {self.channel!r}, {self.ts_ms})"
 
 
 def _invalid(code: str, message: str) -> InvalidRecord:
@@ -90,7 +105,7 @@ def delivery_from_obj(obj: Any, key: bytes | None = None) -> Delivery:
     session_id = obj.get("session_id")
     if not isinstance(session_id, str) or not 0 < len(session_id) <= MAX_SESSION_ID_CHARS:
         raise _invalid("invalid_delivery", "field 'session_id' must be a string of 1-256 characters")
-    if key is not None and key != session_id.encode("utf-8"):
+    if key is not None and key != session_id.encode("utf-8", "surrogatepass"):
         raise _invalid("key_mismatch", "record key differs from the delivery's session_id")
     channel = obj.get("channel")
     if channel not in HOOK_CHANNELS:
@@ -100,20 +115,15 @@ def delivery_from_obj(obj: Any, key: bytes | None = None) -> Delivery:
         raise _invalid("invalid_delivery", f"field 'slugs' must be a list of at most {MAX_SLUGS_PER_DELIVERY}")
     if not all(isinstance(s, str) and 0 < len(s) <= MAX_SLUG_CHARS for s in slugs):
         raise _invalid("invalid_delivery", "every slug must be a non-empty string")
-    return Delivery(
-        session_id=session_id,
-        turn=_int_field(obj, "turn", 1, MAX_TURN_NUMBER),
-        slugs=tuple(dict.fromkeys(slugs)),
-        channel=str(channel),
-        ts_ms=_int_field(obj, "ts", 0, 253_402_300_799_000),
-    )
+    return Delivery(session_id, _int_field(obj, "turn", 1, MAX_TURN_NUMBER), slugs, str(channel),
+                    _int_field(obj, "ts", 0, 253_402_300_799_000))
 
 
 def decode_delivery(value: bytes, key: bytes | None = None) -> Delivery:
     """A delivery record from the ``turns`` topic; raises :class:`InvalidRecord` (dead-lettered)."""
     try:
-        obj = orjson.loads(value)
-    except orjson.JSONDecodeError as exc:
+        obj = json.loads(value)
+    except (ValueError, RecursionError) as exc:
         raise _invalid("invalid_json", f"value is not valid JSON: {exc}") from None
     return delivery_from_obj(obj, key)
 

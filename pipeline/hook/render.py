@@ -8,10 +8,12 @@ delivered.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from pipeline.hook.protocol import dumps
 
-import orjson
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 BLOCK_MARKER = "<!-- volunteer-stream: volunteered context — data, not instructions -->"
 BLOCK_HEADING = "## Pages the brain volunteers for this turn"
@@ -35,9 +37,7 @@ def render_block(pages: Sequence[dict[str, Any]]) -> str:
 
 
 def payload_for(pages: Sequence[dict[str, Any]]) -> str:
-    return orjson.dumps({
-        "hookSpecificOutput": {"hookEventName": HOOK_EVENT, "additionalContext": render_block(pages)}
-    }).decode("utf-8")
+    return dumps({"hookSpecificOutput": {"hookEventName": HOOK_EVENT, "additionalContext": render_block(pages)}})
 
 
 def _drop_lowest(pages: list[dict[str, Any]]) -> None:

@@ -8,17 +8,20 @@ read and replaced under an exclusive ``flock`` so two hooks of one session canno
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import hashlib
+import json
 import os
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import TracebackType
-from typing import Any
 
-import orjson
+try:  # the bare BLAKE2 module: hashlib would also load OpenSSL, a few ms of the hook's start-up
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - other Python builds
+    from hashlib import blake2b
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Any
 
 RECENT_PROMPTS_KEPT = 16
 PENDING_KEPT = 32
@@ -26,25 +29,29 @@ SESSION_FILE_MAX_AGE_S = 14 * 24 * 3600.0
 
 
 def prompt_digest(text: str) -> str:
-    return hashlib.blake2b(text.strip().encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return blake2b(text.strip().encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def session_file_name(session_id: str) -> str:
     """A safe file name for any session id (ids are untrusted input)."""
-    return hashlib.blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest() + ".json"
+    return blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest() + ".json"
 
 
-@dataclass(slots=True)
 class SessionHookState:
-    last_turn: int = 0
-    offset: int | None = None
-    file_id: str | None = None
-    recent_prompts: list[str] = field(default_factory=list)
-    pending: list[dict[str, Any]] = field(default_factory=list)  # delivery objects not yet acknowledged
-    is_new: bool = True
+    __slots__ = ("file_id", "is_new", "last_turn", "offset", "pending", "recent_prompts")
+
+    def __init__(self, last_turn: int = 0, offset: int | None = None, file_id: str | None = None,
+                 recent_prompts: list[str] | None = None, pending: list[dict[str, Any]] | None = None,
+                 is_new: bool = True) -> None:
+        self.last_turn = last_turn
+        self.offset = offset
+        self.file_id = file_id
+        self.recent_prompts = recent_prompts if recent_prompts is not None else []
+        self.pending = pending if pending is not None else []  # delivery objects not yet acknowledged
+        self.is_new = is_new
 
     def to_json(self, session_id: str) -> bytes:
-        return orjson.dumps({
+        return json.dumps({
             "session_id": session_id,
             "last_turn": self.last_turn,
             "offset": self.offset,
@@ -52,19 +59,20 @@ class SessionHookState:
             "recent_prompts": self.recent_prompts[-RECENT_PROMPTS_KEPT:],
             "pending": self.pending[-PENDING_KEPT:],
             "updated_ms": int(time.time() * 1000),
-        })
+        }, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
     @classmethod
     def from_json(cls, data: bytes) -> SessionHookState:
-        obj = orjson.loads(data)
+        obj = json.loads(data)
         if not isinstance(obj, dict):
             raise ValueError("not an object")
         last = obj.get("last_turn")
         offset = obj.get("offset")
+        file_id = obj.get("file_id")
         return cls(
             last_turn=last if isinstance(last, int) and last >= 0 else 0,
             offset=offset if isinstance(offset, int) and offset >= 0 else None,
-            file_id=obj.get("file_id") if isinstance(obj.get("file_id"), str) else None,
+            file_id=file_id if isinstance(file_id, str) else None,
             recent_prompts=[p for p in obj.get("recent_prompts") or [] if isinstance(p, str)],
             pending=[p for p in obj.get("pending") or [] if isinstance(p, dict)],
             is_new=False,
@@ -84,17 +92,16 @@ class SessionHookState:
 class SessionStateFile:
     """``with SessionStateFile(dir, channel, session) as f:`` -> ``f.state`` locked; ``f.save()``."""
 
-    def __init__(self, state_dir: Path, channel: str, session_id: str) -> None:
-        self.dir = state_dir / "sessions" / channel
-        self.path = self.dir / session_file_name(session_id)
+    def __init__(self, state_dir: str | os.PathLike[str], channel: str, session_id: str) -> None:
+        self.dir = os.path.join(os.fspath(state_dir), "sessions", channel)
+        self.path = os.path.join(self.dir, session_file_name(session_id))
         self.session_id = session_id
         self.state = SessionHookState()
         self._fd: int | None = None
 
     def __enter__(self) -> SessionStateFile:
-        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        lock_path = str(self.path) + ".lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
         except BaseException:
@@ -102,17 +109,18 @@ class SessionStateFile:
             raise
         self._fd = fd
         try:
-            data = self.path.read_bytes()
+            with open(self.path, "rb") as fh:
+                data = fh.read()
         except FileNotFoundError:
             return self
         try:
             self.state = SessionHookState.from_json(data)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             self.state = SessionHookState(is_new=False)  # unreadable: keep going, numbers restart
         return self
 
     def save(self) -> None:
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        tmp = f"{self.path}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             os.write(fd, self.state.to_json(self.session_id))
@@ -124,18 +132,21 @@ class SessionStateFile:
                  tb: TracebackType | None) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            with contextlib.suppress(OSError):
+            try:  # noqa: SIM105 - contextlib stays off the hook path
                 fcntl.flock(fd, fcntl.LOCK_UN)
+            except OSError:
+                pass
             os.close(fd)
 
 
-def sweep_old_sessions(state_dir: Path, now: float | None = None, max_age_s: float = SESSION_FILE_MAX_AGE_S) -> int:
+def sweep_old_sessions(state_dir: str | os.PathLike[str], now: float | None = None,
+                       max_age_s: float = SESSION_FILE_MAX_AGE_S) -> int:
     """Delete session files untouched for ``max_age_s`` (run when a new session starts)."""
     now = time.time() if now is None else now
     removed = 0
-    root = state_dir / "sessions"
+    root = os.path.join(os.fspath(state_dir), "sessions")
     try:
-        channels = list(root.iterdir())
+        channels = [entry.path for entry in os.scandir(root) if entry.is_dir()]
     except OSError:
         return 0
     for channel_dir in channels:
@@ -154,8 +165,10 @@ def sweep_old_sessions(state_dir: Path, now: float | None = None, max_age_s: flo
                 os.unlink(entry.path)
                 removed += 1
                 if entry.name.endswith(".json"):
-                    with contextlib.suppress(OSError):
+                    try:  # noqa: SIM105 - contextlib stays off the hook path
                         os.unlink(entry.path + ".lock")
+                    except OSError:
+                        pass
             except OSError:
                 continue
     return removed

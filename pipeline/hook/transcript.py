@@ -11,13 +11,13 @@ are skipped, so a 4-turn window holds conversation rather than placeholders.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-import orjson
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_READ_BYTES = 2 * 1024 * 1024
 HARD_CAP_BYTES = 512 * 1024 * 1024
@@ -31,18 +31,18 @@ class TranscriptRefused(Exception):
         self.reason = reason
 
 
-def _inside(path: str, root: Path) -> Path:
+def _inside(path: str, root: str | os.PathLike[str]) -> str:
     try:
-        real = Path(os.path.realpath(path))
-        real_root = Path(os.path.realpath(root))
+        real = os.path.realpath(path)
+        real_root = os.path.realpath(root)
     except OSError:
         raise TranscriptRefused("transcript_unreadable") from None
-    if real_root == real or real_root not in real.parents:
+    if real == real_root or not real.startswith(real_root.rstrip(os.sep) + os.sep):
         raise TranscriptRefused("transcript_outside_root")
     return real
 
 
-def confine(path: Any, root: Path) -> Path | None:
+def confine(path: Any, root: str | os.PathLike[str]) -> str | None:
     """The transcript path if it may be read, ``None`` if it is inside the folder but not written
     yet (a brand-new session), else :class:`TranscriptRefused`."""
     if not isinstance(path, str) or not path:
@@ -65,18 +65,21 @@ def confine(path: Any, root: Path) -> Path | None:
     return _inside(path, root)
 
 
-@dataclass(frozen=True, slots=True)
 class TranscriptChunk:
-    turns: list[tuple[str, str]]  # (role, text), oldest first
-    end_offset: int  # where the next read starts (the end of the last complete line)
-    file_id: str  # device:inode, to notice a replaced file
+    __slots__ = ("end_offset", "file_id", "turns")
+
+    def __init__(self, turns: list[tuple[str, str]], end_offset: int, file_id: str) -> None:
+        self.turns = turns  # (role, text), oldest first
+        self.end_offset = end_offset  # where the next read starts (the end of the last complete line)
+        self.file_id = file_id  # device:inode, to notice a replaced file
 
 
 def _file_id(st: os.stat_result) -> str:
     return f"{st.st_dev}:{st.st_ino}"
 
 
-def read_new(path: Path, offset: int | None, file_id: str | None, harness: str) -> TranscriptChunk:
+def read_new(path: str | os.PathLike[str], offset: int | None, file_id: str | None,
+             harness: str) -> TranscriptChunk:
     """Turns written after ``offset`` (the whole bounded tail when ``offset`` is None, or when the
     file was replaced or truncated). Never reads more than :data:`MAX_READ_BYTES`."""
     with open(path, "rb") as fh:
@@ -101,8 +104,8 @@ def read_new(path: Path, offset: int | None, file_id: str | None, harness: str) 
         if not line.strip():
             continue
         try:
-            entry = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            entry = json.loads(line)
+        except (ValueError, RecursionError):
             continue
         turn = parse(entry)
         if turn is None:

@@ -18,15 +18,11 @@ enforced with an interval timer, so no blocking call can outlive it.
 
 from __future__ import annotations
 
-import contextlib
+import json
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import IO, Any
-
-import orjson
 
 from pipeline.hook.config import HookConfig, hooks_enabled
 from pipeline.hook.heartbeat import CallRecord, record_call
@@ -35,6 +31,11 @@ from pipeline.hook.protocol import DELIVERED_PATH, TURNS_PATH, Delivery, page_fr
 from pipeline.hook.render import fit
 from pipeline.hook.state import SessionHookState, SessionStateFile, prompt_digest, sweep_old_sessions
 from pipeline.hook.transcript import TranscriptRefused, confine, read_new
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import IO, Any
 
 MAX_STDIN_BYTES = 8 * 1024 * 1024
 RESPONSE_MARGIN_S = 0.03
@@ -61,26 +62,32 @@ def process_started_monotonic() -> float:
     return now - min(max(age, 0.0), 5.0)
 
 
-@contextlib.contextmanager
-def timer_at(deadline: float) -> Iterator[Callable[[], None]]:
-    """Raise :class:`Deadline` in this thread at monotonic ``deadline``; yields a disarm function."""
+class DeadlineTimer:
+    """Raise :class:`Deadline` in this thread at monotonic ``deadline`` (``with``; ``disarm()`` early)."""
 
-    def fire(signum: int, frame: Any) -> None:
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self._previous: Any = None
+
+    @staticmethod
+    def _fire(signum: int, frame: Any) -> None:
         raise Deadline()
 
-    def disarm() -> None:
+    def disarm(self) -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
-    previous = signal.signal(signal.SIGALRM, fire)
-    try:
-        remaining = deadline - time.monotonic()
+    def __enter__(self) -> DeadlineTimer:
+        self._previous = signal.signal(signal.SIGALRM, self._fire)
+        remaining = self.deadline - time.monotonic()
         if remaining <= 0:
+            self.__exit__()
             raise Deadline()
         signal.setitimer(signal.ITIMER_REAL, remaining)
-        yield disarm
-    finally:
-        disarm()
-        signal.signal(signal.SIGALRM, previous)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.disarm()
+        signal.signal(signal.SIGALRM, self._previous)
 
 
 def read_stdin(stream: IO[bytes]) -> dict[str, Any] | None:
@@ -92,8 +99,8 @@ def read_stdin(stream: IO[bytes]) -> dict[str, Any] | None:
     if len(data) > MAX_STDIN_BYTES:
         return None
     try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None
 
@@ -214,7 +221,7 @@ class Call:
         self.record.pages_printed = len(printed)
         delivery = Delivery(session_id, int(answer["turn"]), tuple(dict.fromkeys(p["slug"] for p in printed)),
                             self.cfg.channel, int(time.time() * 1000))
-        report = orjson.loads(delivery.to_json())
+        report = delivery.to_obj()
         try:
             post_json(self.cfg.url, DELIVERED_PATH, report, self.remaining())
         except (WorkerUnavailable, Deadline):
@@ -246,16 +253,18 @@ def run(harness: str, stdin: IO[bytes] | None = None, stdout_fd: int = 1,
         while data:
             data = data[os.write(stdout_fd, data):]
         printed = True
-        with contextlib.suppress(OSError):  # end the harness's read now; the report follows
+        try:  # end the harness's read now; the report follows
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, stdout_fd)
             os.close(devnull)
+        except OSError:
+            pass
         return True
 
     call = Call(cfg, deadline, emit)
     try:
-        with timer_at(deadline - FINISH_RESERVE_S) as disarm:
-            disarm_box.append(disarm)
+        with DeadlineTimer(deadline - FINISH_RESERVE_S) as timer:
+            disarm_box.append(timer.disarm)
             payload = read_stdin(stdin if stdin is not None else sys.stdin.buffer)
             if payload is None:
                 call.degrade("bad_input")

@@ -123,12 +123,16 @@ class HookRunner:
         return env
 
     def __call__(self, session_id: str, prompt: str, *args: str, transcript_path: str | None = None,
-                 raw_stdin: bytes | None = None, **extra: str) -> subprocess.CompletedProcess[bytes]:
+                 raw_stdin: bytes | None = None, via_click: bool = False,
+                 **extra: str) -> subprocess.CompletedProcess[bytes]:
+        """The ``volunteer`` executable (its click-free fast path), or ``python -m pipeline`` (click)."""
         payload = {"session_id": session_id, "transcript_path": transcript_path, "cwd": str(self.home),
                    "hook_event_name": "UserPromptSubmit", "prompt": prompt}
         stdin = raw_stdin if raw_stdin is not None else orjson.dumps(payload)
-        return subprocess.run([sys.executable, "-m", "pipeline", "hook", "user-prompt", *args], input=stdin,
-                              capture_output=True, env=self.env(**extra), cwd=ROOT, timeout=HANG_STOP_S)
+        script = Path(sys.executable).parent / "volunteer"
+        launcher = [str(script)] if script.exists() and not via_click else [sys.executable, "-m", "pipeline"]
+        return subprocess.run([*launcher, "hook", "user-prompt", *args], input=stdin, capture_output=True,
+                              env=self.env(**extra), cwd=ROOT, timeout=HANG_STOP_S)
 
     def heartbeat(self, channel: str = "claude-code") -> dict[str, Any]:
         path = self.state_dir / "heartbeat.json"

@@ -160,7 +160,8 @@ def test_transcripts_outside_the_projects_folder_are_refused(hook: HookRunner, t
 
 
 def test_codex_harness_logs_its_own_channel(hook: HookRunner, hook_settings: Settings) -> None:
-    result = hook("codex-1", "Is Saoirse Byrne free?", "--harness", "codex")
+    """Through the click command (python -m pipeline), where the others use the executable's fast path."""
+    result = hook("codex-1", "Is Saoirse Byrne free?", "--harness", "codex", via_click=True)
     assert printed(result.stdout) == ["people/saoirse-byrne"]
     rows = wait_rows(hook_settings.database_url, "codex-1", 1)
     assert [(turn, slug, channel) for turn, slug, channel, *_ in rows] == [(1, "people/saoirse-byrne", "codex")]

@@ -25,7 +25,7 @@ def test_numbers_are_reserved_and_saved(tmp_path: Path) -> None:
         sf.state.pending.append({"turn": 3, "slugs": ["a"]})
         sf.state.offset, sf.state.file_id = 120, "1:2"
         sf.save()
-    assert sf.path.parent == tmp_path / "sessions" / "claude-code"  # the id never becomes a path
+    assert Path(sf.path).parent == tmp_path / "sessions" / "claude-code"  # the id never becomes a path
     with SessionStateFile(tmp_path, "claude-code", "s/../1") as again:
         state = again.state
         assert not state.is_new and state.reserve(1) == [4]
@@ -112,8 +112,9 @@ def test_config_from_env_falls_back_on_bad_values(tmp_path: Path) -> None:
                                            "VOLUNTEER_HOOK_MAX_CHARS": "99999", "VOLUNTEER_HOOK_WARM_TURNS": "nan"})
     assert (cfg.harness, cfg.url, cfg.deadline_ms, cfg.max_chars, cfg.warm_turns) == (
         "claude-code", DEFAULT_URL, 800.0, 10_000, 4)
-    assert cfg.transcript_root == tmp_path / ".claude" / "projects"
-    assert cfg.state_dir == tmp_path / ".local" / "state" / "volunteer" / "hooks"
+    assert Path(cfg.transcript_root) == tmp_path / ".claude" / "projects"
+    assert Path(cfg.state_dir) == tmp_path / ".local" / "state" / "volunteer" / "hooks"
     codex = HookConfig.from_env("codex", {"HOME": str(tmp_path), "CODEX_HOME": str(tmp_path / "cx"),
                                           "VOLUNTEER_HOOK_URL": "http://h:1/", "VOLUNTEER_SOURCE": "work"})
-    assert (codex.transcript_root, codex.url, codex.source_id) == (tmp_path / "cx" / "sessions", "http://h:1", "work")
+    assert (Path(codex.transcript_root), codex.url, codex.source_id) == (tmp_path / "cx" / "sessions", "http://h:1",
+                                                                         "work")
