@@ -85,6 +85,10 @@ def load() -> str:
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
 
 
+WORKER_ENV: dict[str, str] = {}
+"""Extra VOLUNTEER_* settings for the workers (--worker-env)."""
+
+
 class Workers:
     def __init__(self, settings: Settings, count: int, workdir: Path) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -95,6 +99,7 @@ class Workers:
                     "VOLUNTEER_TOPIC_VOLUNTEERED": settings.topic_volunteered,
                     "VOLUNTEER_TOPIC_DLQ": settings.topic_dlq, "VOLUNTEER_APP_ID": settings.app_id,
                     "VOLUNTEER_TOPIC_PARTITIONS": str(settings.topic_partitions)})
+        env.update(WORKER_ENV)
         for i in range(count):
             log = workdir / f"{settings.app_id}-{i}.log"
             env_i = dict(env, VOLUNTEER_DATA_DIR=str(workdir / f"data-{settings.app_id}-{i}"))
@@ -264,13 +269,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="measured length of the latency run")
     parser.add_argument("--warmup", type=float, default=2.0,
                         help="seconds at the start of the latency run that are not measured (cold caches)")
+    parser.add_argument("--worker-env", action="append", default=[], metavar="VOLUNTEER_X=VALUE",
+                        help="a setting for the workers, e.g. VOLUNTEER_SINK_FLUSH_SECONDS=0.005 (repeatable)")
+    parser.add_argument("--skip-throughput", action="store_true", help="only the latency run")
     args = parser.parse_args()
+    for item in args.worker_env:
+        name, _, value = item.partition("=")
+        WORKER_ENV[name.strip()] = value.strip()
 
-    print(f"pipeline bench: {load()}")
+    print(f"pipeline bench: {load()}" + (f"; workers with {WORKER_ENV}" if WORKER_ENV else ""))
     with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as tmp, EmbeddedBroker() as broker, \
             EmbeddedPostgres() as pg:
         migrate(pg.url)
-        for count in [int(x) for x in args.workers.split(",") if x.strip()]:
+        counts = [] if args.skip_throughput else [int(x) for x in args.workers.split(",") if x.strip()]
+        for count in counts:
             r = throughput(broker, pg, Path(tmp), count, args.turns, args.partitions)
             print(f"throughput, {r['workers']} worker(s): {r['turns']} turns, {r['events']} events -> "
                   f"{r['rows']} rows in {r['seconds']:.2f}s = {r['turns_per_s']:,.0f} turns/s "

@@ -1,9 +1,10 @@
 """The Faust side of the agents: consume, batch, publish, save, acknowledge; plus the timers.
 
-- window agent (``turns``): batches via ``noack_take`` and acknowledges only after the batch's
-  outputs are delivered and its states saved (the order is explained in :mod:`pipeline.agents.window`);
-- sink agent (``volunteered``): batches of up to ``sink_batch_size`` within ``sink_flush_seconds``,
-  acknowledged only after the rows are committed;
+- window agent (``turns``): adaptive batches (:mod:`pipeline.agents.batching`) acknowledged only
+  after the batch's outputs are delivered and its states saved (the order is explained in
+  :mod:`pipeline.agents.window`);
+- sink agent (``volunteered``): adaptive batches of up to ``sink_batch_size``, acknowledged only
+  after the rows are committed;
 - idle-session sweep, brain refresh (every ``brain_refresh_seconds``), leader-only purge
   (``purge_cron``), and a progress line every 30 s at INFO (nothing is logged per event).
 """
@@ -16,6 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from pipeline.agents.batching import AdaptiveBatches
 from pipeline.agents.expiry import is_idle, sweep_interval
 from pipeline.agents.window import WINDOW_BATCH_MAX, BatchOutput, InRecord
 
@@ -86,15 +88,13 @@ async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> Ba
 
 
 def register_window_agent(ctx: StreamApp) -> None:
-    settings = ctx.settings
-
     @ctx.app.agent(ctx.turns_topic, name="volunteer-window")
     async def window_agent(stream: Any) -> None:
-        async for events in stream.noack_take(WINDOW_BATCH_MAX, within=settings.sink_flush_seconds):
+        batches = AdaptiveBatches(stream, WINDOW_BATCH_MAX)
+        async for events in batches:
             out = await handle_window_batch(ctx, _records(events))
             ctx.answers.resolve(out.proposals)  # wake the hooks waiting for these turns
-            for event in events:
-                await stream.ack(event)
+            await batches.ack(events)
 
 
 def register_sink_agent(ctx: StreamApp) -> None:
@@ -102,7 +102,8 @@ def register_sink_agent(ctx: StreamApp) -> None:
 
     @ctx.app.agent(ctx.volunteered_topic, name="volunteer-sink")
     async def sink_agent(stream: Any) -> None:
-        async for events in stream.noack_take(settings.sink_batch_size, within=settings.sink_flush_seconds):
+        batches = AdaptiveBatches(stream, settings.sink_batch_size)
+        async for events in batches:
             records = _records(events)
             started = time.perf_counter()
             result = await ctx.writer.write(records, now_ms(), should_stop=lambda: bool(ctx.app.should_stop))
@@ -122,8 +123,7 @@ def register_sink_agent(ctx: StreamApp) -> None:
                     backoff = min(backoff * 2, MAX_BACKOFF_S)
             ctx.counters.rows += result.inserted
             ctx.counters.dead_letters += len(result.dead)
-            for event in events:
-                await stream.ack(event)
+            await batches.ack(events)
 
 
 def register_timers(ctx: StreamApp) -> None:
