@@ -156,7 +156,7 @@ def test_fuzzed_turns_are_dead_lettered_exactly_and_good_ones_unaffected(
     events = [Volunteered.from_json(r.value) for r in
               run(read_all(settings, settings.topic_volunteered, idle_s=1.0, timeout_s=120), timeout=180)
               if r.value is not None]
-    got = {}
+    got: dict[str, tuple[Any, ...]] = {}
     for event in events:
         fields = (event.session_id, event.turn, event.slug, event.source_id, event.display, event.confidence,
                   event.arm, event.rationale, event.synopsis, event.channel)
