@@ -150,6 +150,17 @@ class Workers:
                 proc.kill()
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds a process has used so far (Linux /proc)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def count_rows(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute("SELECT count(*) FROM context_volunteer_events").fetchone()
@@ -214,6 +225,7 @@ def throughput(broker: EmbeddedBroker, pg: EmbeddedPostgres, workdir: Path, work
     group = Workers(settings, workers, workdir)
     try:
         group.wait_ready(partitions)
+        cpu_before = [cpu_seconds(p.pid) for p in group.procs] + [cpu_seconds(broker.pid)]
         started = asyncio.run(produce_fast(settings, turns))
         produced = time.time()
         deadline = time.monotonic() + 600
@@ -224,11 +236,15 @@ def throughput(broker: EmbeddedBroker, pg: EmbeddedPostgres, workdir: Path, work
                                "FROM context_volunteer_events").fetchone()
         assert row is not None
         rows, last = int(row[0]), float(row[1])
+        cpu_after = [cpu_seconds(p.pid) for p in group.procs] + [cpu_seconds(broker.pid)]
     finally:
         group.stop()
     seconds = last - started
+    used = [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
     return {"workers": workers, "turns": len(turns), "events": expect, "rows": rows,
-            "produce_s": produced - started, "seconds": seconds, "turns_per_s": len(turns) / seconds}
+            "produce_s": produced - started, "seconds": seconds, "turns_per_s": len(turns) / seconds,
+            "worker_cpu_us_per_turn": sum(used[:-1]) / len(turns) * 1e6,
+            "broker_cpu_us_per_turn": used[-1] / len(turns) * 1e6}
 
 
 def latency(broker: EmbeddedBroker, pg: EmbeddedPostgres, workdir: Path, rate: float, seconds: float,
@@ -286,7 +302,8 @@ def main() -> None:
             r = throughput(broker, pg, Path(tmp), count, args.turns, args.partitions)
             print(f"throughput, {r['workers']} worker(s): {r['turns']} turns, {r['events']} events -> "
                   f"{r['rows']} rows in {r['seconds']:.2f}s = {r['turns_per_s']:,.0f} turns/s "
-                  f"(producing took {r['produce_s']:.2f}s)  [{load()}]")
+                  f"(producing took {r['produce_s']:.2f}s); CPU per turn: workers "
+                  f"{r['worker_cpu_us_per_turn']:.0f} µs, broker {r['broker_cpu_us_per_turn']:.0f} µs  [{load()}]")
         r = latency(broker, pg, Path(tmp), args.rate, args.seconds, args.partitions, args.warmup)
         print(f"latency at {r['rate']:.0f} turns/s, 1 worker: {r['turns']} turns, {r['rows']}/{r['events']} rows, "
               f"{r['measured']} after a {args.warmup:g}s warm-up; "
