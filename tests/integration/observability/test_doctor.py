@@ -26,6 +26,8 @@ def env_of(settings: Settings) -> dict[str, str]:
         "VOLUNTEER_TOPIC_TURNS": settings.topic_turns, "VOLUNTEER_TOPIC_VOLUNTEERED": settings.topic_volunteered,
         "VOLUNTEER_TOPIC_DLQ": settings.topic_dlq, "VOLUNTEER_TOPIC_PAGE_OPENS": settings.topic_page_opens,
         "VOLUNTEER_APP_ID": settings.app_id,
+        # no hook settings or heartbeat of this machine in the channels check
+        "HOME": "/nonexistent-home", "VOLUNTEER_HOOK_STATE_DIR": "/nonexistent-home/hooks",
     }
 
 
