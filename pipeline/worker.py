@@ -8,6 +8,7 @@ migrated, bad brain directory) is found before Faust starts and reported as one
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from pathlib import Path
 from typing import NoReturn
@@ -110,6 +111,7 @@ def build_worker(settings: Settings, *, brain_dir: str | Path | None = None, opt
     check_database(settings)
     partitions = prepare_topics(settings)
     brain = load_worker_brain(settings, brain_dir)
+    gc.freeze()  # the brain (and the imported code) lives as long as the worker: keep it out of full collections
     stream_app = StreamApp(settings, brain, options=options, partitions=partitions, web_enabled=web_enabled,
                            web_port=web_port)
     serve_metrics(stream_app)

@@ -8,6 +8,7 @@ consistent brain and the stream never waits for a reload.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Sequence
@@ -91,6 +92,7 @@ class BrainHolder:
                 log.warning("brain refresh failed, keeping the loaded brain: %s", str(exc).strip()[:200])
                 return False
             self.index = snap.index  # one assignment: the next batch sees the new brain
+            gc.freeze()  # keep the new brain out of full collections (the old one is freed by refcount)
             self.version = snap.version
             self.reloads += 1
             self.loaded_at = self.checked_at = time.time()
