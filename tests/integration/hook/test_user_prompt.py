@@ -1,6 +1,7 @@
 """``volunteer hook user-prompt`` processes against a running worker on the embedded broker and
 PostgreSQL: the pages of exactly the prompt's turn, the block and its cap, dedupe across prompts,
-delivered-only rows, the transcript warm-up and its confinement, Codex, and the fail-open paths.
+delivered-only rows, the transcript warm-up and its confinement, Codex, the fail-open paths, and
+what ``volunteer doctor`` says about the hook channel.
 
 Expected pages come from the decision core's one-shot op over the same window (an independent
 path from the worker's per-session state), with the slugs already delivered excluded.
@@ -8,7 +9,10 @@ path from the worker's per-session state), with the slugs already delivered excl
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +25,15 @@ from pipeline.core.brain import BrainIndex
 from pipeline.core.op import volunteer_context
 from pipeline.hook.render import BLOCK_HEADING, BLOCK_MARKER, output_length, payload_for
 from pipeline.settings import Settings
-from tests.integration.hook.conftest import SAMPLE_BRAIN, HookRunner, Worker, event_rows, wait_rows
+from tests.integration.hook.conftest import (
+    ROOT,
+    SAMPLE_BRAIN,
+    HookRunner,
+    Worker,
+    event_rows,
+    free_port,
+    wait_rows,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -189,8 +201,6 @@ def test_bad_input_prints_nothing(hook: HookRunner, stdin: bytes, reason: str) -
 
 
 def test_no_worker_prints_nothing_and_keeps_numbering(hook: HookRunner, hook_settings: Settings) -> None:
-    from tests.integration.hook.conftest import free_port
-
     down = hook("down-1", "Did Alice Example reply?", VOLUNTEER_HOOK_URL=f"http://127.0.0.1:{free_port()}")
     assert (down.returncode, down.stdout) == (0, b"")
     assert hook.heartbeat()["last_reason"] == "no_worker"
@@ -258,3 +268,51 @@ def test_pages_proposed_after_the_deadline_are_neither_counted_nor_suppressed(
     assert printed(result.stdout) == [ALICE]
     rows = wait_rows(hook_settings.database_url, "late-1", 1)
     assert [(turn, slug) for turn, slug, *_ in rows] == [(2, ALICE)]  # 1 was a duplicate, 2 the retry
+
+
+# ----------------------------------------------------------------------------- doctor's channels check
+
+
+def doctor(settings: Settings, home: Path, state: Path) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
+    env.update({"HOME": str(home), "VOLUNTEER_BROKER": settings.broker, "VOLUNTEER_DATABASE_URL": settings.database_url,
+                "VOLUNTEER_APP_ID": settings.app_id, "VOLUNTEER_HOOK_STATE_DIR": str(state),
+                "VOLUNTEER_TOPIC_TURNS": settings.topic_turns, "VOLUNTEER_TOPIC_VOLUNTEERED": settings.topic_volunteered,
+                "VOLUNTEER_TOPIC_DLQ": settings.topic_dlq})
+    result = subprocess.run([sys.executable, "-m", "pipeline", "doctor", "--json"], capture_output=True, env=env,
+                            cwd=home, timeout=120)
+    checks = {c["check"]: c for c in orjson.loads(result.stdout)["checks"]}
+    channels: dict[str, Any] = checks["channels"]
+    return channels
+
+
+def install(home: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "pipeline", "bootstrap", "--executable", "/v/bin/volunteer"],
+                            capture_output=True, env={**os.environ, "HOME": str(home)}, cwd=ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_doctor_flags_the_quiet_cases_and_reconciles(worker: Worker, hook_settings: Settings, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".claude" / "projects").mkdir(parents=True)
+    install(home)
+    state = tmp_path / "state"
+    check = doctor(hook_settings, home, state)
+    assert check["status"] == "warn" and "claude-code: hook installed" in check["detail"]
+    assert "never called" in check["detail"] and "restart your Claude Code sessions" in check["hint"]
+
+    hook = HookRunner(worker.url, home, state)
+    for _ in range(2):
+        assert hook("doc-1", "Did Alice Example reply?", VOLUNTEER_HOOK_URL=f"http://127.0.0.1:{free_port()}"
+                    ).stdout == b""
+    check = doctor(hook_settings, home, state)
+    assert check["status"] == "warn" and "called 2 times in 7 days but never delivered" in check["detail"]
+    assert "no_worker x2" in check["detail"] and "VOLUNTEER_HOOK_URL" in check["hint"]
+
+    assert b"people/alice-example" in hook("doc-1", "Did Alice Example reply?").stdout
+    wait_rows(hook_settings.database_url, "doc-1", 1)
+    check = doctor(hook_settings, home, state)
+    hooks = check["data"]["hooks"]["claude-code"]
+    assert (hooks["calls"], hooks["printed_calls"], hooks["pages_printed"], hooks["pages_reported"]) == (3, 1, 1, 1)
+    assert hooks["events"] >= 1 and hooks["status"] == "ok"
+    assert "claude-code: 3 calls, 1 delivered, 1 pages printed, 1 reported" in check["detail"]
