@@ -52,6 +52,31 @@ async def publish(ctx: StreamApp, topic: str, items: Sequence[tuple[bytes | None
     await asyncio.gather(*futures)
 
 
+async def publish_all(ctx: StreamApp, batches: Sequence[tuple[str, Sequence[tuple[bytes | None, bytes]]]]) -> None:
+    """:func:`publish` for several topics with one wait (one produce request when they fit)."""
+    producer = ctx.app.producer
+    futures = [await producer.send(topic, key, value, None, None, None) for topic, items in batches
+               for key, value in items]
+    if futures:
+        await asyncio.gather(*futures)
+
+
+async def save_states(ctx: StreamApp, items: Sequence[tuple[bytes, bytes, int]]) -> None:
+    """Store a batch's session states and wait for their changelog records, retrying until the
+    broker takes them (the records are not acknowledged before)."""
+    backoff = 0.05
+    while True:
+        try:
+            await ctx.table.save_many(items)
+            return
+        except Exception as exc:
+            if ctx.app.should_stop:
+                raise
+            log.warning("saving session states failed (%s); retrying in %.2fs", exc, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+
 async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> BatchOutput:
     """Decide, publish, save: retried as a whole (from the saved states) until the broker takes it."""
     backoff = 0.05
@@ -60,8 +85,8 @@ async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> Ba
         table = ctx.table
         out = ctx.processor.process(records, ctx.brain.index, table.get, now_ms())
         try:
-            await publish(ctx, ctx.settings.topic_volunteered, out.volunteered)
-            await publish(ctx, ctx.settings.topic_dlq, out.dead)
+            await publish_all(ctx, ((ctx.settings.topic_volunteered, out.volunteered),
+                                    (ctx.settings.topic_dlq, out.dead)))
         except Exception as exc:  # broker trouble: nothing saved yet, so retrying is exact
             if ctx.app.should_stop:
                 raise
@@ -71,13 +96,15 @@ async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> Ba
             continue
         owned = ctx.assigned_partitions(ctx.settings.topic_turns)
         processor = ctx.processor
+        saves = []
         for key, record in out.states.items():
             # A partition revoked during this batch belongs to another worker now; its new owner
             # reprocesses these records from the saved state and emits the same events.
             if record.partition in owned:
                 value = record.to_bytes()
-                table.set_in_partition(key, value, record.partition)
+                saves.append((key, value, record.partition))
                 processor.saved(key, value, record)
+        await save_states(ctx, saves)
         counters = ctx.counters
         counters.turns += out.turns
         counters.skipped += out.skipped
