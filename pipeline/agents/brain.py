@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psycopg
 
+from pipeline.agents.brainswap import dismantle, unshared, without_gc
 from pipeline.braindir import load_brain_dir
 from pipeline.core.brain import BrainIndex
 
@@ -87,12 +88,16 @@ class BrainHolder:
                     self.checked_at = time.time()
                     return False
                 started = time.monotonic()
-                snap = await asyncio.to_thread(load_brain_snapshot, url, self.source_ids)
+                # GC paused while it builds, so no full collection holds the loop up (agents/brainswap.py)
+                snap = await asyncio.to_thread(without_gc, load_brain_snapshot, url, self.source_ids)
             except (psycopg.Error, OSError) as exc:
                 log.warning("brain refresh failed, keeping the loaded brain: %s", str(exc).strip()[:200])
                 return False
-            self.index = snap.index  # one assignment: the next batch sees the new brain
-            gc.freeze()  # keep the new brain out of full collections (the old one is freed by refcount)
+            old, self.index = self.index, snap.index  # one assignment: the next batch sees the new brain
+            gc.freeze()  # keep the new brain out of full collections
+            if unshared(old):  # free the old one piece by piece off the loop, not in one long stall
+                await asyncio.to_thread(dismantle, old)
+            del old
             self.version = snap.version
             self.reloads += 1
             self.loaded_at = self.checked_at = time.time()
