@@ -61,6 +61,59 @@ def timed(label: str, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
     return result
 
 
+async def _refresh_with_ticker(url: str, version: str | None, tick_s: float = 0.005) -> tuple[float, list[float]]:
+    """Run ``BrainHolder.refresh`` (the worker's path: version poll, load in a thread, swap) while a
+    ticker on the same event loop records how late each of its 5 ms sleeps wakes up: what a stream
+    on that loop would see. Returns (seconds the refresh took, lateness of each tick in ms)."""
+    import asyncio
+
+    from pipeline.agents.brain import BrainHolder
+
+    # The worker's situation: a loaded brain of the same size that the refresh replaces (and frees).
+    holder = BrainHolder(load_brain_snapshot(url).index, version=version, database_url=url)
+    late: list[float] = []
+    done = False
+
+    async def ticker() -> None:
+        loop = asyncio.get_running_loop()
+        while not done:
+            due = loop.time() + tick_s
+            await asyncio.sleep(tick_s)
+            late.append((loop.time() - due) * 1000)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0.05)
+    started = time.perf_counter()
+    swapped = await holder.refresh()
+    took = time.perf_counter() - started
+    done = True
+    await task
+    if not swapped:
+        raise RuntimeError("the refresh did not install a new brain")
+    return took, late
+
+
+def figures(url: str, pages_n: int = 100_000) -> dict[str, float]:
+    """The suite's figures for a ``pages_n``-page brain in PostgreSQL (``url`` must be migrated)."""
+    import asyncio
+
+    pages = synthetic_pages(pages_n)
+    started = time.perf_counter()
+    import_brain(url, pages)
+    import_s = time.perf_counter() - started
+    with psycopg.connect(url, autocommit=True) as conn:
+        brain_version(conn)
+        started = time.perf_counter()
+        for _ in range(200):
+            brain_version(conn)
+        poll_ms = (time.perf_counter() - started) / 200 * 1000
+    took, late = asyncio.run(_refresh_with_ticker(url, "none"))
+    late.sort()
+    return {"pages": pages_n, "import_s": import_s, "poll_ms": poll_ms, "reload_s": took,
+            "tick_late_p50_ms": late[len(late) // 2], "tick_late_p99_ms": late[int(0.99 * (len(late) - 1))],
+            "tick_late_max_ms": late[-1], "ticks": len(late)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pages", type=int, default=100_000)

@@ -125,8 +125,8 @@ def conformance_sessions() -> list[Session]:
     return out
 
 
-def report_stages(sessions: list[Session], brain: BrainIndex) -> None:
-    """Per-turn cost of each stage, on the windows the replay actually sees (steady state)."""
+def stage_costs(sessions: list[Session], brain: BrainIndex) -> dict[str, float]:
+    """Per-turn cost (µs) of each stage on the windows the replay actually sees (steady state)."""
     texts: list[str] = []
     windows: list[list[tuple[str, list[Any]]]] = []
     for _, options, _, session_turns in sessions:
@@ -149,19 +149,68 @@ def report_stages(sessions: list[Session], brain: BrainIndex) -> None:
 
         return run
 
-    print(f"  per stage, µs per turn (steady state, {n} turns):")
-    print(f"    extract (one new turn)     : {per_turn(each(texts, extract_candidates)):6.2f}")
-    print(f"    merge (rolling window)     : {per_turn(each(windows, merge_window)):6.2f}")
-    print(f"    resolve (all arms)         : {per_turn(each(merged, lambda m: resolve(m, brain, ['default']))):6.2f}")
     pairs = [(p, m) for p, m in zip(pointers, merged, strict=True) if p]
-    gate_s = min(timed(each(pairs, lambda pm: gate(pm[0], candidates_by_norm(pm[1]), window_size=4))) for _ in range(3))
-    print(f"    gate (turns with pointers) : {gate_s / n * 1e6:6.2f}   ({len(pairs)} of {n} turns have pointers)")
+    return {
+        "turns": n,
+        "extract": per_turn(each(texts, extract_candidates)),
+        "merge": per_turn(each(windows, merge_window)),
+        "resolve": per_turn(each(merged, lambda m: resolve(m, brain, ["default"]))),
+        "gate": per_turn(each(pairs, lambda pm: gate(pm[0], candidates_by_norm(pm[1]), window_size=4))),
+        "turns_with_pointers": len(pairs),
+    }
+
+
+def report_stages(sessions: list[Session], brain: BrainIndex) -> None:
+    """Print :func:`stage_costs`."""
+    c = stage_costs(sessions, brain)
+    n = int(c["turns"])
+    print(f"  per stage, µs per turn (steady state, {n} turns):")
+    print(f"    extract (one new turn)     : {c['extract']:6.2f}")
+    print(f"    merge (rolling window)     : {c['merge']:6.2f}")
+    print(f"    resolve (all arms)         : {c['resolve']:6.2f}")
+    print(f"    gate (turns with pointers) : {c['gate']:6.2f}   ({int(c['turns_with_pointers'])} of {n} turns have pointers)")
+
+
+def replay_rates(sessions: list[Session], brain: BrainIndex, repeats: int = 3) -> tuple[int, float, float]:
+    """(turns, first-pass turns/s with every memo cache empty, steady-state turns/s)."""
+    clear_text_caches(brain)
+    start = time.perf_counter()
+    turns = run_sessions(sessions, brain)
+    cold = turns / (time.perf_counter() - start)
+    warm = turns / min(timed(lambda: run_sessions(sessions, brain)) for _ in range(repeats))
+    return turns, cold, warm
+
+
+def synopsis_us(pages: list[Page]) -> float:
+    sample = pages[: min(len(pages), 20_000)]
+    return min(timed(each_page(sample)) for _ in range(3)) / len(sample) * 1e6
+
+
+def measure(pages_n: int = 100_000, sessions_n: int = 2_000) -> dict[str, Any]:
+    """The suite's figures: replay turns/s and stage costs on the conformance corpus and on a
+    synthetic brain of ``pages_n`` pages (one process, this core)."""
+    out: dict[str, Any] = {"load": os.getloadavg()[0]}
+    brain = load_brain_dir(CONFORMANCE / "brain")
+    gc.freeze()
+    sessions = conformance_sessions()
+    turns, cold, warm = replay_rates(sessions, brain)
+    out["conformance"] = {"turns": turns, "cold_per_s": cold, "steady_per_s": warm,
+                          "stages_us": stage_costs(sessions, brain), "pages": brain.live_page_count}
+    pages, names = synthetic_brain(pages_n)
+    started = time.perf_counter()
+    big = BrainIndex.build(pages)
+    build_s = time.perf_counter() - started
+    gc.freeze()
+    syn = synthetic_sessions(names, sessions_n)
+    turns, cold, warm = replay_rates(syn, big)
+    out["synthetic"] = {"turns": turns, "cold_per_s": cold, "steady_per_s": warm, "pages": pages_n,
+                        "stages_us": stage_costs(syn, big), "build_s": build_s,
+                        "synopsis_us_per_page": synopsis_us(pages)}
+    return out
 
 
 def report_synopsis(pages: list[Page]) -> None:
-    sample = pages[: min(len(pages), 20_000)]
-    secs = min(timed(each_page(sample)) for _ in range(3))
-    print(f"  synopsis: {secs / len(sample) * 1e6:6.2f} µs per page (computed once per page, then cached)")
+    print(f"  synopsis: {synopsis_us(pages):6.2f} µs per page (computed once per page, then cached)")
 
 
 def each_page(pages: list[Page]) -> Callable[[], None]:

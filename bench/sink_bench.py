@@ -91,6 +91,53 @@ def run_copy(url: str, chunks: Sequence[Sequence[Volunteered]]) -> int:
     return total
 
 
+def run_sink_writer(url: str, chunks: Sequence[Sequence[Volunteered]]) -> int:
+    """The sink agent's own path: Volunteered JSON records -> EventWriter.write (decode, validate,
+    unnest INSERT with synchronous_commit on), one batch at a time."""
+    from pipeline.agents.sink import EventWriter
+    from pipeline.agents.window import InRecord
+
+    batches = [[InRecord(ev.session_id.encode(), ev.to_json(), 0, i) for i, ev in enumerate(chunk)]
+               for chunk in chunks]
+
+    async def go() -> int:
+        writer = EventWriter(url, "volunteered")
+        total = 0
+        try:
+            for batch in batches:
+                total += (await writer.write(batch, 0)).inserted
+        finally:
+            await writer.close()
+        return total
+
+    return asyncio.run(go())
+
+
+def rows_per_s(url: str, fn: Callable[[str, Sequence[Sequence[Volunteered]]], int],
+               chunks: Sequence[Sequence[Volunteered]], n: int, *, truncate: bool = True) -> float:
+    if truncate:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("TRUNCATE context_volunteer_events")
+    started = time.perf_counter()
+    fn(url, chunks)
+    return n / (time.perf_counter() - started)
+
+
+def figures(url: str, events: int = 100_000, batch: int = 500) -> dict[str, float]:
+    """The suite's sink figures (rows/s): the sink's own path, the same again as all duplicates
+    (redelivery), and the other idempotent insert forms for comparison."""
+    chunks = batches(make_events(events), batch)
+    return {
+        "sink_writer": rows_per_s(url, run_sink_writer, chunks, events),
+        "sink_writer_duplicates": rows_per_s(url, run_sink_writer, chunks, events, truncate=False),
+        "unnest": rows_per_s(url, run_unnest, chunks, events),
+        "executemany": rows_per_s(url, run_executemany, chunks, events),
+        "copy_temp": rows_per_s(url, run_copy, chunks, events),
+        "events": events,
+        "batch": batch,
+    }
+
+
 def measure(name: str, url: str, fn: Callable[[str, Sequence[Sequence[Volunteered]]], int],
             chunks: Sequence[Sequence[Volunteered]], n: int, *, truncate: bool = True) -> None:
     if truncate:
@@ -116,6 +163,7 @@ def main() -> None:
     try:
         migrate(url)
         print(f"{args.events} events in batches of {args.batch}, one commit per batch")
+        measure("sink agent path (EventWriter.write)", url, run_sink_writer, chunks, args.events)
         measure("unnest INSERT (sinks.events)", url, run_unnest, chunks, args.events)
         measure("  redelivery, all duplicates", url, run_unnest, chunks, args.events, truncate=False)
         measure("executemany (pipeline mode)", url, run_executemany, chunks, args.events)
