@@ -12,17 +12,15 @@ error, it simply changes no row.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 
+from pipeline.agents.dbwriter import Backoff, DurableConnection
 from pipeline.agents.window import InRecord
-from sinks.db import redact
 from sinks.retrieval import Open, mark_retrieved
 from topics.page_opens import decode_page_open
 from topics.records import DeadLetter, InvalidRecord
@@ -32,7 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_BACKOFF_S = 5.0
 PAGE_OPENS_BATCH_MAX = 1000
 
 
@@ -48,27 +45,19 @@ class OpensResult:
 
 
 class OpenWriter:
-    """Decodes page-open records and writes them, on one long-lived connection reopened after failures."""
+    """Decodes page-open records and applies them, retrying until written (see :mod:`.dbwriter`)."""
 
     def __init__(self, database_url: str, topic: str) -> None:
         self.database_url = database_url
         self.topic = topic
-        self._conn: psycopg.AsyncConnection | None = None
-        self._last_warning = 0.0
-        self.failures = 0
+        self.db = DurableConnection(database_url, "apply page opens")
 
-    async def _connection(self) -> psycopg.AsyncConnection:
-        if self._conn is None or self._conn.closed:
-            from sinks.db import connect_async
-
-            self._conn = await connect_async(self.database_url, autocommit=True)
-        return self._conn
+    @property
+    def failures(self) -> int:
+        return self.db.failures
 
     async def close(self) -> None:
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            with contextlib.suppress(psycopg.Error, OSError):
-                await conn.close()
+        await self.db.close()
 
     def decode(self, records: Sequence[InRecord], now_ms: int, result: OpensResult) -> list[Open]:
         opens: list[Open] = []
@@ -92,27 +81,17 @@ class OpenWriter:
         result = OpensResult()
         opens = self.decode(records, now_ms, result)
         result.opens = len(opens)
-        backoff = 0.05
+        backoff = Backoff()
         while opens:
             result.attempts += 1
             try:
-                conn = await self._connection()
+                conn = await self.db.connection()
                 result.updated = await mark_retrieved(conn, opens)
                 break
             except (psycopg.Error, OSError) as exc:
-                self.failures += 1
-                await self.close()
-                now = time.monotonic()
-                if now - self._last_warning > 10:
-                    self._last_warning = now
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                    log.warning("cannot apply page opens to %s (%s); retrying, nothing is acknowledged meanwhile",
-                                redact(self.database_url), first)
-                if should_stop():
+                if await self.db.wait_after(exc, backoff, should_stop, sleep):
                     result.attempts = -1
                     return result
-                await sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
         return result
 
 
@@ -129,7 +108,7 @@ def register_page_opens_agent(ctx: StreamApp) -> None:
             result = await writer.write(_records(events), now_ms(), should_stop=lambda: bool(ctx.app.should_stop))
             if result.attempts < 0:
                 return
-            backoff = 0.05
+            retry = Backoff()
             while result.dead:
                 try:
                     await publish(ctx, settings.topic_dlq, result.dead)
@@ -138,8 +117,7 @@ def register_page_opens_agent(ctx: StreamApp) -> None:
                     if ctx.app.should_stop:
                         return
                     log.warning("dead-lettering page opens failed (%s); retrying", exc)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF_S)
+                    await asyncio.sleep(retry.next())
             ctx.counters.dead_letters += len(result.dead)
             ctx.metrics.page_opens_batch(result)
             for event in events:

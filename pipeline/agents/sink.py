@@ -11,22 +11,18 @@ Volunteered record, an unstorable value) become dead letters.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import psycopg
 
+from pipeline.agents.dbwriter import Backoff, DurableConnection
 from pipeline.agents.window import InRecord
-from sinks.db import redact
 from sinks.events import InvalidEvent, insert_events
 from topics.records import DeadLetter, InvalidRecord, Volunteered
 
 log = logging.getLogger(__name__)
-
-MAX_BACKOFF_S = 5.0
 
 
 @dataclass(slots=True)
@@ -38,35 +34,19 @@ class SinkResult:
 
 
 class EventWriter:
-    """One long-lived autocommit connection, reopened after failures; retries until written."""
+    """Decodes Volunteered records and inserts them, retrying until written (see :mod:`.dbwriter`)."""
 
     def __init__(self, database_url: str, topic: str) -> None:
         self.database_url = database_url
         self.topic = topic
-        self._conn: psycopg.AsyncConnection | None = None
-        self._last_warning = 0.0
-        self.failures = 0
+        self.db = DurableConnection(database_url, "write events")
 
-    async def _connection(self) -> psycopg.AsyncConnection:
-        if self._conn is None or self._conn.closed:
-            from sinks.db import connect_async
-
-            conn = await connect_async(self.database_url, autocommit=True)
-            # Offsets are committed once a batch's INSERT returns, so that commit must be durable:
-            # with the server's synchronous_commit=off a PostgreSQL crash drops acknowledged rows.
-            try:
-                await conn.execute("SET synchronous_commit TO on")
-            except BaseException:
-                await conn.close()
-                raise
-            self._conn = conn
-        return self._conn
+    @property
+    def failures(self) -> int:
+        return self.db.failures
 
     async def close(self) -> None:
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            with contextlib.suppress(psycopg.Error, OSError):
-                await conn.close()
+        await self.db.close()
 
     def decode(self, records: Sequence[InRecord], now_ms: int,
                result: SinkResult) -> list[tuple[Volunteered, InRecord]]:
@@ -91,11 +71,11 @@ class EventWriter:
         in which case ``attempts`` is negative and the caller must not acknowledge)."""
         result = SinkResult()
         pairs = self.decode(records, now_ms, result)
-        backoff = 0.05
+        backoff = Backoff()
         while pairs:
             result.attempts += 1
             try:
-                conn = await self._connection()
+                conn = await self.db.connection()
                 result.inserted += await insert_events(conn, [ev for ev, _ in pairs])
                 break
             except InvalidEvent as exc:
@@ -104,18 +84,8 @@ class EventWriter:
                         result.dead.append((rec.key, self._letter(rec, "invalid_event", str(exc), now_ms)))
                 pairs = [(ev, rec) for ev, rec in pairs if ev.event_id != exc.event_id]
             except (psycopg.Error, OSError) as exc:
-                self.failures += 1
-                await self.close()
-                now = time.monotonic()
-                if now - self._last_warning > 10:
-                    self._last_warning = now
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                    log.warning("cannot write events to %s (%s); retrying, nothing is acknowledged meanwhile",
-                                redact(self.database_url), first)
-                if should_stop():
+                if await self.db.wait_after(exc, backoff, should_stop, sleep):
                     result.attempts = -1
                     return result
-                await sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
         result.events = len(pairs)
         return result
