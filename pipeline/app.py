@@ -17,7 +17,6 @@ from typing import Any
 
 import faust
 
-from pipeline.agents import fastdrain
 from pipeline.agents.answers import AnswerBoard, register_views
 from pipeline.agents.brain import BrainHolder
 from pipeline.agents.sink import EventWriter
@@ -97,7 +96,6 @@ class StreamApp:
         conf.update(tansu_quirks.faust_settings(settings))
         self.app = faust.App(settings.app_id, **conf)
         tansu_quirks.check_app(self.app)
-        fastdrain.install(self.app)  # records reach the streams a fetch at a time (agents/fastdrain.py)
 
         self.turns_topic = self._topic(settings.topic_turns)
         self.volunteered_topic = self._topic(settings.topic_volunteered)
