@@ -1,7 +1,7 @@
 """The benchmark suite: every figure of docs/performance.md, measured side by side in one run.
 
-    .venv/bin/python -m bench                      # all sections, about 12 minutes on 2 cores
-    .venv/bin/python -m bench --quick              # smaller sizes, about 4 minutes
+    .venv/bin/python -m bench                      # all sections, about 4-5 minutes on 2 cores
+    .venv/bin/python -m bench --quick              # smaller sizes, about 1 minute
     .venv/bin/python -m bench --only core,e2e --json out.json --plot docs/latency-vs-load.svg
 
 Sections (each also runs alone as ``python -m bench.<name>_bench``):
