@@ -17,6 +17,7 @@ from typing import Any
 
 import faust
 
+from pipeline.agents import recovery_order
 from pipeline.agents.answers import AnswerBoard, register_views
 from pipeline.agents.brain import BrainHolder
 from pipeline.agents.sink import EventWriter
@@ -96,6 +97,7 @@ class StreamApp:
         conf.update(tansu_quirks.faust_settings(settings))
         self.app = faust.App(settings.app_id, **conf)
         tansu_quirks.check_app(self.app)
+        recovery_order.install()  # no records dropped at the end of a table recovery (faust #596)
 
         self.turns_topic = self._topic(settings.topic_turns)
         self.volunteered_topic = self._topic(settings.topic_volunteered)
