@@ -59,14 +59,23 @@ def prepare_topics(settings: Settings) -> int:
     try:
         counts = asyncio.run(run())
     except (TimeoutError, OSError) as exc:
-        raise WorkerSetupError(f"cannot reach the broker at {settings.broker}: {exc or 'timed out'}") from None
+        detail = str(exc) or f"no answer within {SETUP_TIMEOUT_S:g} s"  # a TimeoutError has no text
+        raise WorkerSetupError(f"cannot reach the broker at {settings.broker}: {detail}{_security_hint(settings)}") from None
     except Exception as exc:
         if type(exc).__module__.startswith("aiokafka"):
-            raise WorkerSetupError(f"cannot reach the broker at {settings.broker}: {exc}") from None
+            raise WorkerSetupError(f"cannot reach the broker at {settings.broker}: {exc}{_security_hint(settings)}") from None
         raise
     finally:
         client_log.setLevel(level)
     return counts[settings.topic_turns]
+
+
+def _security_hint(settings: Settings) -> str:
+    """A TLS or SASL mismatch looks like a dead broker: say which security settings were used."""
+    protocol = settings.kafka_security_protocol.upper()
+    if protocol == "PLAINTEXT":
+        return ""
+    return f" (connecting with VOLUNTEER_KAFKA_SECURITY_PROTOCOL={protocol}: does the broker listen that way?)"
 
 
 def load_worker_brain(settings: Settings, brain_dir: str | Path | None) -> BrainHolder:
