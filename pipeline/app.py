@@ -17,7 +17,7 @@ from typing import Any
 
 import faust
 
-from pipeline.agents import recovery_order
+from pipeline.agents import fastdrain, recovery_order
 from pipeline.agents.answers import AnswerBoard, register_views
 from pipeline.agents.brain import BrainHolder
 from pipeline.agents.sink import EventWriter
@@ -98,6 +98,7 @@ class StreamApp:
         self.app = faust.App(settings.app_id, **conf)
         tansu_quirks.check_app(self.app)
         recovery_order.install()  # no records dropped at the end of a table recovery (faust #596)
+        fastdrain.install(self.app)  # records reach the streams a fetch at a time (needs recovery_order)
 
         self.turns_topic = self._topic(settings.topic_turns)
         self.volunteered_topic = self._topic(settings.topic_volunteered)

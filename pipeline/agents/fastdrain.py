@@ -1,0 +1,182 @@
+"""Hand fetched records to the streams without four asyncio tasks per record.
+
+Faust's ``Consumer._drain_messages`` delivers every fetched record with
+``await self.wait_first(callback(message), self.suspend_flow.wait())``: four tasks (the callback,
+the flow event, the consumer's stopped and crashed events), an ``asyncio.wait`` and three
+cancellations per record. A profile of a worker under load (bench, docs/performance.md) put that
+dispatch plus the event-loop churn it causes at about a third of the worker's CPU, and because every
+record went through the event loop on its own, the window agent saw batches of four to six records
+and paid a delivery round trip for each.
+
+:func:`drain_messages` is the same loop, except that the callback (Faust's conductor) first runs
+inline. It almost never waits: it only moves the record into a stream's queue. When it does wait
+(flow suspended for a rebalance, a full stream buffer, a full producer buffer), the rest of it runs
+exactly as before, raced against ``suspend_flow`` by ``wait_first``, so a rebalance still abandons a
+blocked delivery. Read offsets, gaps, ``commit_every`` and the yield every 100 records are
+unchanged. Records now reach the queues a fetch at a time, so batches grow with the load.
+
+It needs :mod:`pipeline.agents.recovery_order`. Delivering a whole fetch at once widened Faust's
+end-of-recovery race (faust-streaming #596: records queued between the resume of the stream
+partitions and the queue clear are thrown away unacknowledged) until the long crash run lost and
+invented rows in 3 of 4 runs; with the consumer's flow stopped for that step it passed 6 of 6
+(1 and 2 workers, 50,000 turns, 8 SIGKILLs each; docs/performance.md).
+
+:func:`install` switches it on for one app (both ``kafka://`` and ``tansu://``); the Faust
+internals it uses belong to the versions pinned in pyproject.toml, and it leaves the stock loop in
+place (with a warning) if any of them is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import types
+from collections.abc import Awaitable, Coroutine
+from typing import Any
+
+from faust.transport import consumer as faust_consumer
+
+log = logging.getLogger(__name__)
+
+_NEEDED = ("_read_offset", "suspend_flow", "_commit_every", "_add_gap", "diag", "getmany", "callback",
+           "wait_first", "_stopped", "consumer_stopped_errors", "commit")
+
+
+async def _until_done(fut: Awaitable[Any]) -> None:
+    """Wait for ``fut`` without taking its result: the coroutine that awaited it reads that."""
+    future = asyncio.ensure_future(fut)
+    if future.done():
+        return
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake(_: asyncio.Future[Any]) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    future.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        future.remove_done_callback(wake)
+
+
+async def finish(coro: Coroutine[Any, Any, Any], yielded: Any) -> Any:
+    """Drive ``coro`` to the end after its first step (run by the caller) yielded ``yielded``.
+
+    What a Task would do: wait for the future the coroutine is blocked on, then resume it; a
+    cancellation is thrown into the coroutine, which decides what happens.
+    """
+    while True:
+        try:
+            try:
+                if yielded is None:  # a bare yield (asyncio.sleep(0))
+                    await asyncio.sleep(0)
+                else:
+                    await _until_done(yielded)
+            except asyncio.CancelledError:
+                yielded = coro.throw(asyncio.CancelledError())
+                continue
+            yielded = coro.send(None)
+        except StopIteration as stop:
+            return stop.value
+
+
+def run_inline(coro: Coroutine[Any, Any, Any]) -> tuple[Any] | None:
+    """Run ``coro``'s first step now: None if it finished, else a 1-tuple of what it is blocked on
+    (which may itself be None, for a bare yield)."""
+    try:
+        yielded = coro.send(None)
+    except StopIteration:
+        return None
+    return (yielded,)
+
+
+async def drain_messages(self: Any, fetcher: Any) -> None:
+    """``faust.transport.consumer.Consumer._drain_messages`` with inline delivery (see module doc)."""
+    callback = self.callback
+    getmany = self.getmany
+    consumer_should_stop = self._stopped.is_set
+    fetcher_should_stop = fetcher._stopped.is_set
+    get_read_offset = self._read_offset.__getitem__
+    set_read_offset = self._read_offset.__setitem__
+    flag_consumer_fetching = faust_consumer.CONSUMER_FETCHING
+    set_flag = self.diag.set_flag
+    unset_flag = self.diag.unset_flag
+    commit_every = self._commit_every
+    acks_enabled_for = self.app.topics.acks_enabled_for
+    suspend_flow = self.suspend_flow
+    flow_suspended = suspend_flow.is_set
+
+    yield_every = 100
+    num_since_yield = 0
+    sleep = asyncio.sleep
+
+    try:
+        while not (consumer_should_stop() or fetcher_should_stop()):
+            set_flag(flag_consumer_fetching)
+            ait = getmany(timeout=1.0)
+            await self.sleep(0)
+            if not self.should_stop:
+                async for tp, message in ait:
+                    num_since_yield += 1
+                    if num_since_yield > yield_every:
+                        await sleep(0)
+                        num_since_yield = 0
+                    offset = message.offset
+                    r_offset = get_read_offset(tp)
+                    if r_offset is None or offset >= r_offset:
+                        gap = offset - (r_offset or 0)
+                        if gap > 1 and r_offset and acks_enabled_for(message.topic):
+                            await self._add_gap(tp, r_offset + 1, offset)
+                        if commit_every is not None and self._n_acked >= commit_every:
+                            self._n_acked = 0
+                            await self.commit()
+                        if flow_suspended():
+                            # What wait_first did here: the flow event wins, the record is
+                            # dropped (it is fetched again after the rebalance's seek).
+                            pass
+                        else:
+                            coro = callback(message)
+                            blocked = run_inline(coro)
+                            if blocked is not None:
+                                await self.wait_first(finish(coro, blocked[0]), suspend_flow.wait())
+                        set_read_offset(tp, offset)
+                unset_flag(flag_consumer_fetching)
+    except self.consumer_stopped_errors:
+        if self.transport.app.should_stop:
+            self.log.info("Broker stopped consumer, shutting down...")
+            return
+        raise
+    except asyncio.CancelledError:
+        if self.transport.app.should_stop:
+            self.log.info("Consumer shutting down for user cancel.")
+            return
+        raise
+    except Exception as exc:
+        self.log.exception("Drain messages raised: %r", exc)
+        raise
+    finally:
+        unset_flag(flag_consumer_fetching)
+
+
+def patch_consumer(consumer: Any) -> bool:
+    """Give one Faust consumer the inline drain loop. False (stock loop kept) if it lacks a part."""
+    missing = [name for name in _NEEDED if not hasattr(consumer, name)]
+    if missing or not hasattr(faust_consumer, "CONSUMER_FETCHING"):
+        log.warning("Faust's consumer lacks %s; keeping its own (slower) record delivery",
+                    ", ".join(missing) or "CONSUMER_FETCHING")
+        return False
+    consumer._drain_messages = types.MethodType(drain_messages, consumer)
+    return True
+
+
+def install(app: Any) -> None:
+    """Patch the consumer ``app`` creates (lazily, on first use of ``app.consumer``)."""
+    original = app._new_consumer
+
+    def _new_consumer() -> Any:
+        consumer = original()
+        patch_consumer(consumer)
+        return consumer
+
+    app._new_consumer = _new_consumer

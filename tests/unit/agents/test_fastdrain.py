@@ -1,0 +1,133 @@
+"""The inline delivery helpers of pipeline.agents.fastdrain: a callback runs to the end in place when
+it does not wait, and is resumed exactly like a Task would resume it when it does."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from pipeline.agents import fastdrain
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_a_callback_that_never_waits_finishes_inline() -> None:
+    seen: list[int] = []
+
+    async def callback(n: int) -> None:
+        seen.append(n)
+
+    async def main() -> tuple[Any, list[int]]:
+        blocked = fastdrain.run_inline(callback(7))
+        return blocked, list(seen)  # read before anything else could run
+
+    blocked, before = run(main())
+    assert blocked is None
+    assert before == [7]
+
+
+def test_a_waiting_callback_is_resumed_with_the_futures_result() -> None:
+    async def main() -> tuple[str, list[str]]:
+        loop = asyncio.get_running_loop()
+        gate: asyncio.Future[str] = loop.create_future()
+        steps: list[str] = []
+
+        async def callback() -> str:
+            steps.append("start")
+            value = await gate
+            steps.append(value)
+            await asyncio.sleep(0)  # a bare yield too
+            steps.append("end")
+            return value + "!"
+
+        coro = callback()
+        blocked = fastdrain.run_inline(coro)
+        assert blocked is not None and blocked[0] is gate
+        assert steps == ["start"]
+        loop.call_later(0.01, gate.set_result, "opened")
+        result = await fastdrain.finish(coro, blocked[0])
+        return result, steps
+
+    result, steps = run(main())
+    assert result == "opened!"
+    assert steps == ["start", "opened", "end"]
+
+
+def test_a_failed_future_raises_inside_the_callback() -> None:
+    async def main() -> str:
+        loop = asyncio.get_running_loop()
+        gate: asyncio.Future[None] = loop.create_future()
+
+        async def callback() -> str:
+            try:
+                await gate
+            except KeyError:
+                return "handled"
+            return "not raised"
+
+        coro = callback()
+        blocked = fastdrain.run_inline(coro)
+        assert blocked is not None
+        gate.set_exception(KeyError("x"))
+        return str(await fastdrain.finish(coro, blocked[0]))
+
+    assert run(main()) == "handled"
+
+
+def test_cancelling_the_driver_cancels_the_blocked_callback() -> None:
+    """What wait_first does when the flow is suspended: the blocked delivery is abandoned."""
+
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        never: asyncio.Future[None] = loop.create_future()
+        steps: list[str] = []
+
+        async def callback() -> None:
+            try:
+                await never
+            except asyncio.CancelledError:
+                steps.append("cancelled")
+                raise
+            steps.append("delivered")
+
+        coro = callback()
+        blocked = fastdrain.run_inline(coro)
+        assert blocked is not None
+        task = asyncio.ensure_future(fastdrain.finish(coro, blocked[0]))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return steps
+
+    assert run(main()) == ["cancelled"]
+
+
+def test_a_consumer_missing_a_needed_part_keeps_its_own_loop() -> None:
+    class Bare:
+        pass
+
+    consumer = Bare()
+    assert fastdrain.patch_consumer(consumer) is False
+    assert not hasattr(consumer, "_drain_messages")
+
+
+def test_install_patches_the_consumer_the_app_creates() -> None:
+    class Consumer:
+        pass
+
+    for name in fastdrain._NEEDED:
+        setattr(Consumer, name, None)
+
+    class App:
+        def _new_consumer(self) -> Consumer:
+            return Consumer()
+
+    app = App()
+    fastdrain.install(app)
+    consumer = app._new_consumer()
+    assert consumer._drain_messages.__func__ is fastdrain.drain_messages  # type: ignore[attr-defined]
