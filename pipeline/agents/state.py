@@ -14,7 +14,6 @@ and the idle sweep deletes from a timer, where Faust cannot know the partition.
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 
 import faust
 
+from pipeline.agents.bulk_send import send_all
 from pipeline.core.session import SessionState
 
 _HEADER = struct.Struct(">BHqq")  # version, partition, offset, last activity ms
@@ -109,10 +109,8 @@ class SessionTable(faust.Table[bytes, bytes]):
             store[key] = value
             if isinstance(tracked, dict):
                 tracked[key] = partition
-        producer = self.app.producer
         topic = self.changelog_topic.get_topic_name()
-        futures = [await producer.send(topic, key, value, partition, None, None) for key, value, partition in items]
-        await asyncio.gather(*futures)
+        await send_all(self.app.producer, [(topic, key, value, partition) for key, value, partition in items])
 
     def delete_in_partition(self, key: bytes, partition: int) -> None:
         self._explicit_partition = partition

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from pipeline.agents.batching import AdaptiveBatches
+from pipeline.agents.bulk_send import send_all
 from pipeline.agents.expiry import is_idle, sweep_interval
 from pipeline.agents.window import WINDOW_BATCH_MAX, BatchOutput, InRecord
 
@@ -45,20 +46,12 @@ def _records(events: Sequence[Any]) -> list[InRecord]:
 
 async def publish(ctx: StreamApp, topic: str, items: Sequence[tuple[bytes | None, bytes]]) -> None:
     """Send and wait until the broker has every record (raises on a send failure)."""
-    if not items:
-        return
-    producer = ctx.app.producer
-    futures = [await producer.send(topic, key, value, None, None, None) for key, value in items]
-    await asyncio.gather(*futures)
+    await send_all(ctx.app.producer, [(topic, key, value, None) for key, value in items])
 
 
 async def publish_all(ctx: StreamApp, batches: Sequence[tuple[str, Sequence[tuple[bytes | None, bytes]]]]) -> None:
     """:func:`publish` for several topics with one wait (one produce request when they fit)."""
-    producer = ctx.app.producer
-    futures = [await producer.send(topic, key, value, None, None, None) for topic, items in batches
-               for key, value in items]
-    if futures:
-        await asyncio.gather(*futures)
+    await send_all(ctx.app.producer, [(topic, key, value, None) for topic, items in batches for key, value in items])
 
 
 async def save_states(ctx: StreamApp, items: Sequence[tuple[bytes, bytes, int]]) -> None:
