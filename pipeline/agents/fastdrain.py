@@ -12,7 +12,9 @@ and paid a delivery round trip for each.
 inline. It almost never waits: it only moves the record into a stream's queue. When it does wait
 (flow suspended for a rebalance, a full stream buffer, a full producer buffer), the rest of it runs
 exactly as before, raced against ``suspend_flow`` by ``wait_first``, so a rebalance still abandons a
-blocked delivery. Read offsets, gaps, ``commit_every`` and the yield every 100 records are
+blocked delivery; after a delivery that waited for room in a full stream queue, the loop waits once
+(also raced against ``suspend_flow``) until that queue is down to 40 % (:func:`queues_drained`),
+so a backlog does not send every record through the slow path. Read offsets, gaps, ``commit_every`` and the yield every 100 records are
 unchanged. Records now reach the queues a fetch at a time, so batches grow with the load.
 
 It needs :mod:`pipeline.agents.recovery_order`. Delivering a whole fetch at once widened Faust's
@@ -29,6 +31,7 @@ place (with a warning) if any of them is missing.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import types
 from collections.abc import Awaitable, Coroutine
@@ -91,6 +94,34 @@ def run_inline(coro: Coroutine[Any, Any, Any]) -> tuple[Any] | None:
     return (yielded,)
 
 
+def queues_drained(app: Any, tp: Any) -> asyncio.Future[None] | None:
+    """A future set once every stream queue fed by ``tp`` is down to its pressure-drop size (40 %
+    of ``stream_buffer_maxsize``), or None if they already are.
+
+    A delivery that had to wait found its stream's queue full; the next record would wait too, and
+    so would every record after it, each through ``wait_first``'s four tasks, for as long as the
+    stream is the bottleneck (a backlog after a restart). Waiting once until the queue has room
+    for many records lets the following ones go inline again.
+    """
+    index = getattr(app.topics, "_tp_index", None)
+    if index is None:
+        return None
+    for channel in index.get(tp, ()):
+        queue: Any = getattr(channel, "queue", None)
+        pending = getattr(queue, "_pending_pressure_drop_callbacks", None)
+        if pending is None or queue.qsize() <= queue.pressure_drop_size:
+            continue
+        drained: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        pending.add(functools.partial(_wake, drained))  # called when a read brings it to the drop size
+        return drained
+    return None
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 async def drain_messages(self: Any, fetcher: Any) -> None:
     """``faust.transport.consumer.Consumer._drain_messages`` with inline delivery (see module doc)."""
     callback = self.callback
@@ -140,6 +171,9 @@ async def drain_messages(self: Any, fetcher: Any) -> None:
                             blocked = run_inline(coro)
                             if blocked is not None:
                                 await self.wait_first(finish(coro, blocked[0]), suspend_flow.wait())
+                                drained = queues_drained(self.app, tp)
+                                if drained is not None and not flow_suspended():
+                                    await self.wait_first(drained, suspend_flow.wait())
                         set_read_offset(tp, offset)
                 unset_flag(flag_consumer_fetching)
     except self.consumer_stopped_errors:

@@ -131,3 +131,45 @@ def test_install_patches_the_consumer_the_app_creates() -> None:
     fastdrain.install(app)
     consumer = app._new_consumer()
     assert consumer._drain_messages.__func__ is fastdrain.drain_messages  # type: ignore[attr-defined]
+
+
+def _app_with_queue(tp: Any, queue: Any) -> Any:
+    """The two attributes queues_drained reads: the conductor's tp index and a channel's queue."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(topics=SimpleNamespace(_tp_index={tp: [SimpleNamespace(queue=queue)]}))
+
+
+def test_queues_drained_waits_until_a_full_stream_queue_is_down_to_its_drop_size() -> None:
+    from mode.utils.queues import FlowControlEvent, ThrowableQueue
+
+    async def main() -> list[tuple[int, bool]]:
+        queue: ThrowableQueue[int] = ThrowableQueue(maxsize=100, flow_control=FlowControlEvent())
+        for i in range(100):
+            queue.put_nowait(i)
+        app = _app_with_queue("tp", queue)
+        drained = fastdrain.queues_drained(app, "tp")
+        assert drained is not None
+        seen = []
+        while queue.qsize() > 30:
+            queue.get_nowait()
+            seen.append((queue.qsize(), drained.done()))
+        return seen
+
+    seen = run(main())  # (size after a read, woken yet) for reads from 100 down to 30
+    # pressure_drop_size is 40 % of 100; a read checks the size it finds (40) before taking one
+    assert [size for size, woken in seen if not woken] == list(range(99, 39, -1))
+    assert [size for size, woken in seen if woken] == list(range(39, 29, -1))
+
+
+def test_queues_drained_is_none_when_there_is_room_or_no_stream() -> None:
+    from mode.utils.queues import FlowControlEvent, ThrowableQueue
+
+    async def main() -> tuple[Any, Any]:
+        queue: ThrowableQueue[int] = ThrowableQueue(maxsize=100, flow_control=FlowControlEvent())
+        for i in range(40):
+            queue.put_nowait(i)
+        app = _app_with_queue("tp", queue)
+        return fastdrain.queues_drained(app, "tp"), fastdrain.queues_drained(app, "other-tp")
+
+    assert run(main()) == (None, None)
