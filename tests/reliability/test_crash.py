@@ -152,3 +152,17 @@ def test_long_crash_run(worker_count: int, module_broker_url: str, migrated_data
                             rate=700, concurrent=1500)
     assert outcome.workload.sessions >= 1000
     assert_exact(outcome, kills=8)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("worker_count", [1, 2])
+def test_long_crash_run_with_a_backlog(worker_count: int, module_broker_url: str, migrated_database_url: str,
+                                       conformance_brain: BrainIndex, workers: Workers) -> None:
+    """The same, produced faster than the workers keep up: every restart meets a backlog, so the inline
+    drain (agents/fastdrain.py) hands whole fetches over and window batches run to hundreds of turns,
+    the conditions under which a delivery race once lost rows (docs/performance.md)."""
+    outcome = crash_outcome(module_broker_url, migrated_database_url, conformance_brain, workers, turns=50_000,
+                            plan=CrashPlan(workers=worker_count, kills=8, seed=31_337 + worker_count),
+                            rate=6000, concurrent=1500)
+    assert outcome.workload.sessions >= 1000
+    assert_exact(outcome, kills=8)
