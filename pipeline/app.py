@@ -98,7 +98,8 @@ class StreamApp:
         self.app = faust.App(settings.app_id, **conf)
         tansu_quirks.check_app(self.app)
         recovery_order.install()  # no records dropped at the end of a table recovery (faust #596)
-        fastdrain.install(self.app)  # records reach the streams a fetch at a time (needs recovery_order)
+        # records reach the streams a fetch at a time (needs recovery_order)
+        fastdrain.install(self.app, pause_s=settings.fetch_pause_ms / 1000)
 
         self.turns_topic = self._topic(settings.topic_turns)
         self.volunteered_topic = self._topic(settings.topic_volunteered)

@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     brain_refresh_seconds: float = Field(3.0, gt=0, description="How often workers look for brain changes.")
     sink_batch_size: int = Field(500, ge=1, description="Max events per INSERT batch.")
     sink_flush_seconds: float = Field(0.02, gt=0, description="Max wait before a partial sink batch is written.")
+    fetch_pause_ms: float = Field(
+        5.0, ge=0, le=1000,
+        description="Pause after a fetch that delivered records, so the next collects more: fewer, larger "
+                    "broker requests under load (0 = fetch again at once).")
     purge_retention_days: float = Field(90, gt=0, description="Events older than this are purged.")
     purge_cron: str = Field("17 3 * * *", description="Crontab (UTC) of the leader-only purge task.")
     purge_batch_size: int = Field(5000, ge=1, description="Rows deleted per purge statement.")

@@ -128,9 +128,10 @@ def test_install_patches_the_consumer_the_app_creates() -> None:
             return Consumer()
 
     app = App()
-    fastdrain.install(app)
+    fastdrain.install(app, pause_s=0.005)
     consumer = app._new_consumer()
     assert consumer._drain_messages.__func__ is fastdrain.drain_messages  # type: ignore[attr-defined]
+    assert getattr(consumer, fastdrain.PAUSE_ATTR) == 0.005  # the loop reads its pause from here
 
 
 def _app_with_queue(tp: Any, queue: Any) -> Any:
