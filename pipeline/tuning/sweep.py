@@ -16,7 +16,7 @@ from pipeline.core.session import DecisionOptions, SessionState, step
 from pipeline.tuning.grid import Setting
 from pipeline.tuning.labels import LabelError, Labels, labels_from_line
 from pipeline.tuning.metrics import Tally
-from topics.records import InvalidRecord, Turn, decode_turn
+from topics.records import InvalidRecord, Turn, check_turn_number, decode_turn
 
 Progress = Callable[[int], None]
 PROGRESS_EVERY = 2048
@@ -140,6 +140,14 @@ def run_partition(
             state = states.get(turn.session_id)
             if state is None:
                 state = states[turn.session_id] = SessionState()
+            try:  # the same check as replay and the worker: a turn that cannot be numbered is bad
+                check_turn_number(state.last_turn, turn.turn)
+            except InvalidRecord as exc:
+                if first:
+                    result.bad += 1
+                    result.problems.append(Problem(item.lineno, exc.code, exc.message))
+                    result.unscored_labels += item.labels is not None
+                continue
             step_result = step(
                 state,
                 turn.role,

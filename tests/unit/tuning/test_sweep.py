@@ -75,6 +75,22 @@ def test_bad_blank_and_duplicate_lines_are_counted_once_and_their_labels_not_sco
     assert all(t.turns == 2 and t.labelled_turns == 0 for t in result.tallies)
 
 
+def test_a_turn_that_cannot_be_numbered_is_bad_as_in_replay(brain: BrainIndex) -> None:
+    """After turn 2147483647 an unnumbered turn has no number left: replay (and the worker) refuse
+    it as ``turn_overflow``; the sweep must count it the same way, not score it."""
+    lines = [
+        rec("s", "Did Ronan Galewright reply?", 2_147_483_647),
+        rec("s", "Alice Example", expected_slugs=["people/alice-example"]),
+        rec("t", "Alice Example", 1),
+    ]
+    result = run_partition(numbered(lines), brain, GRID, DecisionOptions())
+    plain = replay_lines(lines, brain, options=DecisionOptions())
+    assert (result.bad, plain.bad) == (1, 1)
+    assert [(p.lineno, p.code) for p in result.problems] == [(2, "turn_overflow")]
+    assert result.unscored_labels == 1
+    assert all(t.turns == plain.turns == 2 for t in result.tallies)
+
+
 def test_labelled_turns_without_any_candidate_are_flagged_once(brain: BrainIndex) -> None:
     lines = [
         rec("a", "Did Ronan Galewright reply?", 1, expected_slugs=["people/ronan-galewright"]),
