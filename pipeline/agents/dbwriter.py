@@ -1,4 +1,5 @@
-"""The database half every writing agent shares: one durable connection and retry-with-backoff.
+"""The database half every writing agent shares: one durable connection and retry-with-backoff
+(:class:`Backoff` is also what the broker retries in wiring.py use).
 
 An agent acknowledges its records once its statement returns, so that commit must survive a
 PostgreSQL crash (``synchronous_commit`` on, whatever the server default), and while the database

@@ -97,7 +97,7 @@ class OpenWriter:
 
 def register_page_opens_agent(ctx: StreamApp) -> None:
     """The Faust agent on ``page-opens``: batch, write, dead-letter, then acknowledge."""
-    from pipeline.agents.wiring import _records, now_ms, publish
+    from pipeline.agents.wiring import _records, now_ms, publish_retrying
 
     settings = ctx.settings
     writer = OpenWriter(settings.database_url, settings.topic_page_opens)
@@ -108,16 +108,8 @@ def register_page_opens_agent(ctx: StreamApp) -> None:
             result = await writer.write(_records(events), now_ms(), should_stop=lambda: bool(ctx.app.should_stop))
             if result.attempts < 0:
                 return
-            retry = Backoff()
-            while result.dead:
-                try:
-                    await publish(ctx, settings.topic_dlq, result.dead)
-                    break
-                except Exception as exc:
-                    if ctx.app.should_stop:
-                        return
-                    log.warning("dead-lettering page opens failed (%s); retrying", exc)
-                    await asyncio.sleep(retry.next())
+            if not await publish_retrying(ctx, settings.topic_dlq, result.dead, "dead-lettering page opens"):
+                return
             ctx.counters.dead_letters += len(result.dead)
             ctx.metrics.page_opens_batch(result)
             for event in events:

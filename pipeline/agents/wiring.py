@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pipeline.agents.batching import AdaptiveBatches
 from pipeline.agents.bulk_send import send_all
+from pipeline.agents.dbwriter import Backoff
 from pipeline.agents.expiry import is_idle, sweep_interval
 from pipeline.agents.window import WINDOW_BATCH_MAX, BatchOutput, InRecord
 
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_S = 30.0
-MAX_BACKOFF_S = 5.0
 SWEEP_CHUNK = 5000
 
 
@@ -54,10 +54,27 @@ async def publish_all(ctx: StreamApp, batches: Sequence[tuple[str, Sequence[tupl
     await send_all(ctx.app.producer, [(topic, key, value, None) for topic, items in batches for key, value in items])
 
 
+async def publish_retrying(ctx: StreamApp, topic: str, items: Sequence[tuple[bytes | None, bytes]],
+                           what: str) -> bool:
+    """:func:`publish`, retried with backoff while the broker refuses; False if the worker started
+    stopping meanwhile (the caller then acknowledges nothing)."""
+    backoff = Backoff()
+    while items:
+        try:
+            await publish(ctx, topic, items)
+            break
+        except Exception as exc:
+            if ctx.app.should_stop:
+                return False
+            log.warning("%s failed (%s); retrying", what, exc)
+            await asyncio.sleep(backoff.next())
+    return True
+
+
 async def save_states(ctx: StreamApp, items: Sequence[tuple[bytes, bytes, int]]) -> None:
     """Store a batch's session states and wait for their changelog records, retrying until the
     broker takes them (the records are not acknowledged before)."""
-    backoff = 0.05
+    backoff = Backoff()
     while True:
         try:
             await ctx.table.save_many(items)
@@ -65,14 +82,14 @@ async def save_states(ctx: StreamApp, items: Sequence[tuple[bytes, bytes, int]])
         except Exception as exc:
             if ctx.app.should_stop:
                 raise
-            log.warning("saving session states failed (%s); retrying in %.2fs", exc, backoff)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF_S)
+            delay = backoff.next()
+            log.warning("saving session states failed (%s); retrying in %.2fs", exc, delay)
+            await asyncio.sleep(delay)
 
 
 async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> BatchOutput:
     """Decide, publish, save: retried as a whole (from the saved states) until the broker takes it."""
-    backoff = 0.05
+    backoff = Backoff()
     started = time.perf_counter()
     while True:
         table = ctx.table
@@ -83,9 +100,9 @@ async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> Ba
         except Exception as exc:  # broker trouble: nothing saved yet, so retrying is exact
             if ctx.app.should_stop:
                 raise
-            log.warning("publishing a batch failed (%s); retrying in %.2fs", exc, backoff)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF_S)
+            delay = backoff.next()
+            log.warning("publishing a batch failed (%s); retrying in %.2fs", exc, delay)
+            await asyncio.sleep(delay)
             continue
         owned = ctx.assigned_partitions(ctx.settings.topic_turns)
         processor = ctx.processor
@@ -130,17 +147,8 @@ def register_sink_agent(ctx: StreamApp) -> None:
             if result.attempts < 0:
                 return  # stopping while the database is down: acknowledge nothing
             ctx.metrics.sink_batch(len(records), result, time.perf_counter() - started)
-            backoff = 0.05
-            while result.dead:
-                try:
-                    await publish(ctx, settings.topic_dlq, result.dead)
-                    break
-                except Exception as exc:
-                    if ctx.app.should_stop:
-                        return
-                    log.warning("dead-lettering failed (%s); retrying", exc)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF_S)
+            if not await publish_retrying(ctx, settings.topic_dlq, result.dead, "dead-lettering"):
+                return
             ctx.counters.rows += result.inserted
             ctx.counters.dead_letters += len(result.dead)
             await batches.ack(events)
