@@ -12,7 +12,6 @@ the metrics with PromQL examples.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -48,42 +47,29 @@ class MetricsPortError(RuntimeError):
     """The metrics port cannot be used; the message says what to change."""
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def _port_is_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
-def metrics_port_for(settings: Settings) -> int | None:
-    """The port to serve on, or None when metrics are off (port 0).
+def serve_metrics_for(metrics: WorkerMetrics, settings: Settings) -> int | None:
+    """Serve ``metrics`` on the configured port; the bound port, or None when metrics are off (0).
 
     Same rule as the Faust web port (quirk 7): with the embedded broker, where several workers share
     one host, a busy port falls back to a free one with a warning; against Kafka a busy port is a
     configuration error (each worker process needs its own port, or its own network namespace).
+    The port is bound, not tested first: two workers started together both saw the port free and
+    the slower one died binding it (found by ``python -m bench``, which starts two at once).
     """
     port = settings.metrics_port
     if port == 0:
         return None
     host = settings.metrics_host
-    if _port_is_free(host, port):
-        return port
-    if settings.broker_is_embedded:
-        free = _free_port(host)
-        log.warning("metrics port %d is in use; this worker serves metrics on port %d instead", port, free)
-        return free
-    raise MetricsPortError(
-        f"metrics port {port} on {host} is in use; give each worker process its own VOLUNTEER_METRICS_PORT "
-        "(or 0 to turn metrics off)"
-    )
+    try:
+        return metrics.serve(host, port)
+    except MetricsPortError:
+        if not settings.broker_is_embedded:
+            raise MetricsPortError(
+                f"metrics port {port} on {host} is in use; give each worker process its own "
+                "VOLUNTEER_METRICS_PORT (or 0 to turn metrics off)") from None
+    bound = metrics.serve(host, 0)
+    log.warning("metrics port %d is in use; this worker serves metrics on port %d instead", port, bound)
+    return bound
 
 
 def _dead_reason(letter: bytes) -> str:

@@ -99,17 +99,15 @@ def setup_logging(settings: Settings, level: str | None = None) -> None:
 
 def serve_metrics(stream_app: StreamApp) -> int | None:
     """Start the Prometheus endpoint (unless ``VOLUNTEER_METRICS_PORT=0``); returns its port."""
-    from pipeline.metrics import MetricsPortError, metrics_port_for
+    from pipeline.metrics import MetricsPortError, serve_metrics_for
 
     settings = stream_app.settings
     try:
-        port = metrics_port_for(settings)
-        if port is None:
-            return None
-        bound = stream_app.metrics.serve(settings.metrics_host, port)
+        bound = serve_metrics_for(stream_app.metrics, settings)
     except MetricsPortError as exc:
         raise WorkerSetupError(str(exc)) from None
-    log.info("metrics on http://%s:%d/metrics", settings.metrics_host, bound)
+    if bound is not None:
+        log.info("metrics on http://%s:%d/metrics", settings.metrics_host, bound)
     return bound
 
 

@@ -13,7 +13,7 @@ from pipeline.agents.page_opens import OpensResult
 from pipeline.agents.sink import SinkResult
 from pipeline.agents.window import BatchOutput
 from pipeline.core.tally import DecisionTally
-from pipeline.metrics import MetricsPortError, WorkerMetrics, metrics_port_for
+from pipeline.metrics import MetricsPortError, WorkerMetrics, serve_metrics_for
 from pipeline.settings import load_settings
 
 
@@ -102,16 +102,25 @@ def busy_port() -> tuple[socket.socket, int]:
 
 
 def test_port_rule_off_free_busy_embedded_and_busy_kafka() -> None:
-    assert metrics_port_for(load_settings(metrics_port=0)) is None
+    """Off at 0; the configured port when it can be bound; another one on the embedded broker when it
+    cannot (several workers on one host, possibly started together); an error against Kafka."""
+    assert serve_metrics_for(WorkerMetrics(), load_settings(metrics_port=0)) is None
     sock, port = busy_port()
+    served: list[WorkerMetrics] = []
     try:
-        embedded = metrics_port_for(load_settings(broker="tansu://127.0.0.1:1", metrics_port=port))
-        assert embedded is not None and embedded != port
+        embedded = WorkerMetrics()
+        served.append(embedded)
+        bound = serve_metrics_for(embedded, load_settings(broker="tansu://127.0.0.1:1", metrics_port=port))
+        assert bound is not None and bound != port and embedded.port == bound
         with pytest.raises(MetricsPortError, match=f"metrics port {port} .* in use"):
-            metrics_port_for(load_settings(broker="kafka://127.0.0.1:9092", metrics_port=port))
+            serve_metrics_for(WorkerMetrics(), load_settings(broker="kafka://127.0.0.1:9092", metrics_port=port))
     finally:
         sock.close()
-    assert metrics_port_for(load_settings(broker="kafka://127.0.0.1:9092", metrics_port=port)) == port
+    kafka = WorkerMetrics()
+    served.append(kafka)
+    assert serve_metrics_for(kafka, load_settings(broker="kafka://127.0.0.1:9092", metrics_port=port)) == port
+    for m in served:
+        m.stop()
 
 
 def test_serve_answers_on_the_chosen_port_and_stops() -> None:
