@@ -14,14 +14,16 @@ inline. It almost never waits: it only moves the record into a stream's queue. W
 exactly as before, raced against ``suspend_flow`` by ``wait_first``, so a rebalance still abandons a
 blocked delivery; after a delivery that waited for room in a full stream queue, the loop waits once
 (also raced against ``suspend_flow``) until that queue is down to 40 % (:func:`queues_drained`),
-so a backlog does not send every record through the slow path. Read offsets, gaps, ``commit_every`` and the yield every 100 records are
-unchanged. Records now reach the queues a fetch at a time, so batches grow with the load.
+so a backlog does not send every record through the slow path. Read offsets, gaps,
+``commit_every`` and the yield every 100 records are unchanged. Records now reach the queues a
+fetch at a time, so batches grow with the load.
 
 It needs :mod:`pipeline.agents.recovery_order`. Delivering a whole fetch at once widened Faust's
 end-of-recovery race (faust-streaming #596: records queued between the resume of the stream
 partitions and the queue clear are thrown away unacknowledged) until the long crash run lost and
-invented rows in 3 of 4 runs; with the consumer's flow stopped for that step it passed 6 of 6
-(1 and 2 workers, 50,000 turns, 8 SIGKILLs each; docs/performance.md).
+invented rows in 3 of 4 runs; with the consumer's flow stopped for that step it passed 16 of 16,
+and 6 of 6 produced faster than the workers keep up (1 and 2 workers, 50,000 turns, 8 or more
+SIGKILLs each; docs/guarantees.md).
 
 After a fetch that delivered records, the loop pauses ``fetch_pause_ms`` (settings; 5 ms by
 default) before fetching again. Delivered inline, a fetch is handed over in well under a
