@@ -66,16 +66,11 @@ async def send_all(faust_producer: Any, records: Iterable[Record]) -> None:
     for (topic, partition), items in grouped.items():
         batch = producer.create_batch()
         for key, value in items:
-            if batch.append(key=key, value=value, timestamp=None) is None:  # builder full
-                if batch.record_count() == 0:  # one record larger than a whole batch: send it alone
-                    futures.append(await producer.send(topic, value, key=key, partition=partition))
-                    continue
-                batch.close()
+            if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start another
+                batch.close()  # closed, so producer.send() cannot add to it either
                 futures.append(await producer.send_batch(batch, topic, partition=partition))
                 batch = producer.create_batch()
-                if batch.append(key=key, value=value, timestamp=None) is None:
-                    futures.append(await producer.send(topic, value, key=key, partition=partition))
-        if batch.record_count():
-            batch.close()
-            futures.append(await producer.send_batch(batch, topic, partition=partition))
+                batch.append(key=key, value=value, timestamp=None)  # a builder takes its first record whatever its size
+        batch.close()
+        futures.append(await producer.send_batch(batch, topic, partition=partition))
     await asyncio.gather(*futures)

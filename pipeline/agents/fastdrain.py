@@ -180,11 +180,9 @@ async def drain_messages(self: Any, fetcher: Any) -> None:
                         if commit_every is not None and self._n_acked >= commit_every:
                             self._n_acked = 0
                             await self.commit()
-                        if flow_suspended():
-                            # What wait_first did here: the flow event wins, the record is
-                            # dropped (it is fetched again after the rebalance's seek).
-                            pass
-                        else:
+                        # With the flow suspended the record is dropped, as when wait_first's flow
+                        # event won: it is fetched again after the rebalance's seek.
+                        if not flow_suspended():
                             coro = callback(message)
                             blocked = run_inline(coro)
                             if blocked is not None:
