@@ -17,11 +17,20 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from pipeline.core.brain import BrainIndex
 from pipeline.settings import Settings
 from tests.integration.stream.harness import WorkerProc
-from tests.reliability.verify import ExpectedEvent, Verdict, row_count, verify, wait_until_quiet
-from tests.reliability.workload import Workload
+from tests.reliability.verify import (
+    ExpectedEvent,
+    Verdict,
+    expected_events,
+    row_count,
+    verify,
+    wait_until_quiet,
+)
+from tests.reliability.workload import Workload, build_workload
 from topics.clients import make_producer
 from topics.io import send_records, turn_items
 
@@ -71,6 +80,27 @@ class BackgroundProducer(threading.Thread):
             raise AssertionError("the workload producer did not finish")
         if self.error is not None:
             raise AssertionError(f"the workload producer failed: {self.error!r}")
+
+
+class LiveRun(NamedTuple):
+    """What replay expects of a seeded workload, a ready worker, and the workload being produced."""
+
+    expected: dict[str, ExpectedEvent]
+    worker: WorkerProc
+    producer: BackgroundProducer
+
+
+def start_live_run(settings: Settings, brain: BrainIndex, start: WorkerStarter, *, turns: int, seed: int,
+                   rate: float) -> LiveRun:
+    """Build ``turns`` turns (seeded), start a worker with ``start`` and wait until it is ready, then
+    produce the turns at ``rate`` per second from a background thread."""
+    workload = build_workload(turns, seed=seed)
+    expected = expected_events(workload, brain)
+    worker = start()
+    worker.wait_ready()
+    producer = BackgroundProducer(settings, workload, rate=rate, seed=seed)
+    producer.start()
+    return LiveRun(expected, worker, producer)
 
 
 @dataclass

@@ -28,10 +28,9 @@ from sinks.brain_import import import_brain
 from sinks.schema import migrate
 from tests.integration.stream.harness import CONFORMANCE_BRAIN, run
 from tests.reliability.conftest import Workers
-from tests.reliability.crash import BackgroundProducer
+from tests.reliability.crash import start_live_run
 from tests.reliability.procstat import cpu_seconds, peak_rss_bytes, rss_bytes
-from tests.reliability.verify import expected_events, group_lag, row_count, verify, wait_until_quiet
-from tests.reliability.workload import build_workload
+from tests.reliability.verify import group_lag, row_count, verify, wait_until_quiet
 from tests.services.broker import TestNames, settings_for
 from topics.clients import make_producer
 from topics.definitions import ensure_topics
@@ -76,14 +75,10 @@ def test_database_outage_mid_stream(outage_s: float, module_broker_url: str, nam
     settings = settings_on(module_broker_url, names, own_postgres)
     pages, aliases = iter_brain_dir(CONFORMANCE_BRAIN)
     import_brain(own_postgres.url, pages, aliases)  # the worker's brain comes from this database
-    workload = build_workload(2000, seed=31)
-    expected = expected_events(workload, conformance_brain)
-
-    worker = workers.start(settings, brain=None)
-    worker.wait_ready()
+    expected, worker, producer = start_live_run(settings, conformance_brain,
+                                                lambda: workers.start(settings, brain=None),
+                                                turns=2000, seed=31, rate=500)
     assert worker.proc is not None
-    producer = BackgroundProducer(settings, workload, rate=500, seed=31)
-    producer.start()
     time.sleep(1.0)  # some rows in, some turns still coming
     before_outage = row_count(settings.database_url)
     own_postgres.stop()
@@ -115,12 +110,8 @@ def test_database_crash_restart_with_data_kept(module_broker_url: str, names: Te
                                                own_postgres: EmbeddedPostgres, conformance_brain: BrainIndex,
                                                workers: Workers) -> None:
     settings = settings_on(module_broker_url, names, own_postgres)
-    workload = build_workload(2500, seed=32)
-    expected = expected_events(workload, conformance_brain)
-    worker = workers.start(settings)
-    worker.wait_ready()
-    producer = BackgroundProducer(settings, workload, rate=300, seed=32)
-    producer.start()
+    expected, worker, producer = start_live_run(settings, conformance_brain, lambda: workers.start(settings),
+                                                turns=2500, seed=32, rate=300)
     restarts = 0
     for fraction in (0.25, 0.6):
         deadline = time.monotonic() + 120

@@ -24,10 +24,9 @@ from pipeline.embedded.tansu import EmbeddedBroker
 from pipeline.settings import Settings
 from tests.integration.stream.harness import run
 from tests.reliability.conftest import Workers
-from tests.reliability.crash import BackgroundProducer, wait_for_rows
+from tests.reliability.crash import start_live_run, wait_for_rows
 from tests.reliability.procstat import rss_bytes
-from tests.reliability.verify import expected_events, verify, wait_until_quiet
-from tests.reliability.workload import build_workload
+from tests.reliability.verify import verify, wait_until_quiet
 from tests.services.broker import TestNames, settings_for
 from topics.definitions import ensure_topics
 from topics.io import produce_turns, read_all
@@ -39,12 +38,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 def test_sigterm_drains_commits_and_reprocesses_nothing(reliability_settings: Settings,
                                                         conformance_brain: BrainIndex, workers: Workers) -> None:
     settings = reliability_settings
-    workload = build_workload(3000, seed=51)
-    expected = expected_events(workload, conformance_brain)
-    first = workers.start(settings)
-    first.wait_ready()
-    producer = BackgroundProducer(settings, workload, rate=500, seed=51)
-    producer.start()
+    expected, first, producer = start_live_run(settings, conformance_brain, lambda: workers.start(settings),
+                                               turns=3000, seed=51, rate=500)
     wait_for_rows(settings, len(expected) // 3, timeout=120)
     assert first.stop(signal.SIGTERM, timeout=60) == 0, first.log()[-3000:]
     second = workers.start(settings)
@@ -117,12 +112,8 @@ def test_broker_frozen_longer_than_the_session_timeout(names: TestNames, migrate
                                                        workers: Workers) -> None:
     settings = settings_for(embedded_broker.url, names, database_url=migrated_database_url, topic_partitions=4)
     run(ensure_topics(settings))
-    workload = build_workload(3000, seed=61)
-    expected = expected_events(workload, conformance_brain)
-    worker = workers.start(settings)
-    worker.wait_ready()
-    producer = BackgroundProducer(settings, workload, rate=400, seed=61)
-    producer.start()
+    expected, worker, producer = start_live_run(settings, conformance_brain, lambda: workers.start(settings),
+                                                turns=3000, seed=61, rate=400)
     wait_for_rows(settings, len(expected) // 4, timeout=120)
     pid = embedded_broker.pid
     assert pid is not None
