@@ -63,9 +63,13 @@ def process_secrets() -> frozenset[str]:
     return frozenset(found)
 
 
-def mask(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with every password it may hold replaced by ``***`` (see the module docstring)."""
-    known = set(secrets) | process_secrets() | passwords_in(text)
+def mask(text: str, secrets: Iterable[str] | None = None) -> str:
+    """``text`` with every password it may hold replaced by ``***`` (see the module docstring).
+
+    ``secrets``: the passwords to replace as bare text; :func:`process_secrets` when not given (a
+    long-lived caller such as the log formatter computes them once and passes them).
+    """
+    known = set(process_secrets() if secrets is None else secrets) | passwords_in(text)
     masked = _USERINFO.sub(lambda m: f"{m.group('user')}:{MASK}@", text)
     masked = _KEYWORD.sub(lambda m: f"{m.group('key')}{MASK}", masked)
     for secret in sorted((s for s in known if len(s) >= MIN_SECRET_CHARS), key=len, reverse=True):

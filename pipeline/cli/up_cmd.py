@@ -105,7 +105,7 @@ def up(broker_port: int, database_port: int | None, data_dir: Path | None) -> No
 
     \b
       VOLUNTEER_BROKER=tansu://127.0.0.1:PORT
-      VOLUNTEER_DATABASE_URL=postgresql://postgres@127.0.0.1:PORT/postgres
+      VOLUNTEER_DATABASE_URL=postgresql://postgres:PASSWORD@127.0.0.1:PORT/postgres
 
     Any command given these values works against them, e.g. in another terminal:
 
@@ -118,6 +118,10 @@ def up(broker_port: int, database_port: int | None, data_dir: Path | None) -> No
 
     The database is migrated (volunteer migrate) before the lines are printed. Everything listens
     on 127.0.0.1 only; the broker keeps its data in memory, so it is gone after 'up' stops.
+
+    The database accepts TCP logins only with its random password, which the printed URL carries
+    (it is also kept, 0600, in the data dir's 'password' file): other local users cannot log in.
+    Only these two lines show it; every other message masks it.
     """
     services = EmbeddedServices(broker_port=broker_port, database_port=database_port, data_dir=data_dir)
     with StopSignal() as stop:
