@@ -30,6 +30,7 @@ from pipeline.settings import Settings
 from sinks.db import with_database
 from tests.services.broker import new_names, settings_for
 from tests.services.postgres import _create_database, _drop_database
+from tests.services.statekey import STATE_KEY_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLE_BRAIN = ROOT / "pipeline" / "samples" / "brain"
@@ -59,7 +60,7 @@ class Worker:
                     "VOLUNTEER_TOPIC_TURNS": s.topic_turns, "VOLUNTEER_TOPIC_VOLUNTEERED": s.topic_volunteered,
                     "VOLUNTEER_TOPIC_DLQ": s.topic_dlq, "VOLUNTEER_TOPIC_PARTITIONS": str(s.topic_partitions),
                     "VOLUNTEER_APP_ID": s.app_id, "VOLUNTEER_DATA_DIR": str(self.data_dir),
-                    "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1"})
+                    "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1", **STATE_KEY_ENV})
         return env
 
     def start(self) -> Worker:
