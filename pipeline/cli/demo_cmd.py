@@ -259,9 +259,9 @@ def demo(pace: float, keep_logs: bool) -> None:
     Needs nothing running and no configuration; everything listens on 127.0.0.1 and is removed
     afterwards. Exit status 0 when every expected page arrived and was stored.
     """
+    from pipeline.agents.statecrypt import new_key_text
     from pipeline.braindir import iter_brain_dir
     from sinks.brain_import import import_brain
-    from pipeline.agents.statecrypt import new_key_text
     from sinks.db import redact
     from sinks.stats import format_stats, usage_stats
 

@@ -10,7 +10,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline.agents.state import HEADER_SIZE, PLAIN_VERSION, SEALED_VERSION, CorruptState, SessionRecord, read_header
+from pipeline.agents.state import (
+    HEADER_SIZE,
+    PLAIN_VERSION,
+    SEALED_VERSION,
+    CorruptState,
+    SessionRecord,
+    read_header,
+)
 from pipeline.agents.statecrypt import (
     StateCipher,
     StateKeyError,
