@@ -17,7 +17,14 @@ from pipeline.core.jscompat import js_number
 from pipeline.core.normalize import JS_WHITESPACE
 from pipeline.core.op import WINDOW_REQUIRED, InvalidParams, volunteer_context
 from pipeline.core.render import format_result
-from pipeline.core.request import MAX_WINDOW_BYTES, RequestDefaults, attribution, clamp_session_id, clamp_turn, evaluate
+from pipeline.core.request import (
+    MAX_WINDOW_BYTES,
+    RequestDefaults,
+    attribution,
+    clamp_session_id,
+    clamp_turn,
+    evaluate,
+)
 
 if TYPE_CHECKING:
     from pipeline.mcp.oplog import OpEventLog

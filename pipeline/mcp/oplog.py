@@ -21,6 +21,7 @@ so a CLI exits promptly even with the database gone.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import sys
 import threading
@@ -118,10 +119,8 @@ class OpEventLog:
         while not self._queue.empty() and time.monotonic() < deadline and self._thread.is_alive():
             time.sleep(0.01)
         self._stop.set()
-        try:
+        with contextlib.suppress(queue.Full):
             self._queue.put_nowait(None)
-        except queue.Full:
-            pass
         self._thread.join(max(0.0, deadline - time.monotonic()) + 0.1)
         left = 0
         while True:
@@ -198,10 +197,8 @@ class OpEventLog:
     def _disconnect(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            try:
+            with contextlib.suppress(psycopg.Error):
                 conn.close()
-            except psycopg.Error:
-                pass
 
     # ------------------------------------------------------------------ warnings
 
