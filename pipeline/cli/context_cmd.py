@@ -15,7 +15,7 @@ import orjson
 from pipeline.core.brain import BrainIndex
 from pipeline.core.jscompat import js_number
 from pipeline.core.normalize import JS_WHITESPACE
-from pipeline.core.op import WINDOW_REQUIRED, InvalidParams, volunteer_context
+from pipeline.core.op import WINDOW_REQUIRED
 from pipeline.core.render import format_result
 from pipeline.core.request import (
     MAX_WINDOW_BYTES,
@@ -303,19 +303,10 @@ def _run_once(window_text: str | None, brain_dir: str | None, database_url: str 
     if not window.strip(JS_WHITESPACE):
         raise click.ClickException(f"{WINDOW_REQUIRED} (pipe 'user: ...' lines on stdin, or pass --window)")
     brain = load_brain(brain_dir, database_url, defaults.source_ids)
-    try:
-        result = volunteer_context(
-            window,
-            brain,
-            source_ids=defaults.source_ids,
-            prior_context=defaults.prior_context,
-            max_pages=defaults.max_pages,
-            min_confidence=defaults.min_confidence,
-            lexical_arms=defaults.lexical_arms,
-            exclude_slug_prefixes=defaults.exclude_slug_prefixes,
-        )
-    except InvalidParams as exc:
-        raise click.ClickException(f"{exc.message} (pipe 'user: ...' lines on stdin, or pass --window)") from None
+    outcome = evaluate({"window": window}, defaults, brain)
+    if not outcome.ok:
+        raise click.ClickException(f"{outcome.result['message']} (pipe 'user: ...' lines on stdin, or pass --window)")
+    result = outcome.result
     if as_json:
         _emit(result)
     else:

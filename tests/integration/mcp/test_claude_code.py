@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.braindir import iter_brain_dir, load_brain_dir
+from pipeline.braindir import load_brain_dir
 from pipeline.core.op import volunteer_context
-from sinks.brain_import import import_brain
 from tests.integration.mcp.helpers import SAMPLES, VOLUNTEER
 from tests.integration.mcp.test_events import rows
 from tests.support.harness_cli import StandInModel, ToolUse, run_claude
@@ -45,9 +44,8 @@ def result_text(block: dict[str, Any]) -> str:
 
 
 def test_claude_code_calls_the_tool_and_the_model_sees_the_pages(
-        claude_code_cli: Path, stand_in_model: StandInModel, harness_home: Path, migrated_database_url: str) -> None:
-    pages, aliases = iter_brain_dir(SAMPLES / "brain")
-    import_brain(migrated_database_url, pages, aliases)
+        claude_code_cli: Path, stand_in_model: StandInModel, harness_home: Path, brain_db: str) -> None:
+    migrated_database_url = brain_db
     config = harness_home / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"volunteer": {
         "command": VOLUNTEER, "args": ["mcp"], "env": {"VOLUNTEER_DATABASE_URL": migrated_database_url}}}}))

@@ -13,7 +13,6 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from pipeline.braindir import iter_brain_dir
 from pipeline.cli import main
 from pipeline.core.pages import Page
 from pipeline.embedded.postgres import EmbeddedPostgres
@@ -31,13 +30,6 @@ def rows(url: str, where: str = "true", params: tuple[Any, ...] = ()) -> list[di
         cur.execute(f"SELECT source_id, slug, confidence, match_arm, rationale, channel, session_id, turn "
                     f"FROM context_volunteer_events WHERE {where} ORDER BY id", params)
         return list(cur.fetchall())
-
-
-@pytest.fixture
-def brain_db(migrated_database_url: str) -> str:
-    pages, aliases = iter_brain_dir(SAMPLES / "brain")
-    import_brain(migrated_database_url, pages, aliases)
-    return migrated_database_url
 
 
 def test_op_rows_attribution_retry_opened_and_stats(brain_db: str) -> None:
