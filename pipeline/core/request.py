@@ -68,7 +68,7 @@ def evaluate(request: Mapping[str, Any], defaults: RequestDefaults, brain: Brain
 
     - ``window``: required; not a string or blank is the reference's ``invalid_params`` error;
       longer than 5,000,000 UTF-8 bytes is refused the same way.
-    - ``source_ids``: a list of non-empty strings, else ``invalid_params``.
+    - ``source_ids``: a list of non-empty strings (absent or null: the defaults), else ``invalid_params``.
     - ``exclude_slug_prefixes``: a list of strings, added to the configured ones (a caller can
       exclude more, never less), else ``invalid_params``.
     - ``max_pages`` / ``min_confidence`` / ``prior_context``: forwarded raw; a wrong type means the
@@ -82,10 +82,14 @@ def evaluate(request: Mapping[str, Any], defaults: RequestDefaults, brain: Brain
             and len(window.encode("utf-8", "surrogatepass")) > MAX_WINDOW_BYTES):
         return _invalid(f"window is over {MAX_WINDOW_BYTES:,} bytes", warnings)
 
-    source_ids = request.get("source_ids", list(defaults.source_ids))
+    source_ids = request.get("source_ids")
+    if source_ids is None:  # absent or null: the configured scope
+        source_ids = list(defaults.source_ids)
     if not _string_list(source_ids) or not all(source_ids):
         return _invalid("source_ids must be a list of non-empty strings", warnings)
-    prefixes = request.get("exclude_slug_prefixes", [])
+    prefixes = request.get("exclude_slug_prefixes")
+    if prefixes is None:
+        prefixes = []
     if not _string_list(prefixes):
         return _invalid("exclude_slug_prefixes must be a list of strings", warnings)
     exclude = tuple(dict.fromkeys([*defaults.exclude_slug_prefixes, *(p for p in prefixes if p)]))

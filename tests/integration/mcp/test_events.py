@@ -52,6 +52,13 @@ def test_op_rows_attribution_retry_opened_and_stats(brain_db: str) -> None:
             stats = await session.call_tool("volunteer_stats", {"days": 7})
             out["stats"] = stats.structured_content
             out["stats_text"] = stats.content[0].text
+            as_op = await session.call_tool("volunteer_context", {"stats": True, "days": 7})  # spec O03
+            assert as_op.structured_content == out["stats"]
+            default_days = await session.call_tool("volunteer_context", {"stats": True})
+            assert default_days.structured_content["days"] == 30 and default_days.structured_content["approximate"]
+            not_true = await session.call_tool("volunteer_context", {"stats": "true"})  # spec O09
+            assert not_true.is_error and not_true.structured_content == {
+                "error": "invalid_params", "message": "window is required unless stats: true"}
 
     anyio.run(go)
     pages = out["pages"]

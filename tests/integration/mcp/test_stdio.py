@@ -30,6 +30,7 @@ ODD_REQUESTS: list[dict[str, Any]] = [
     {"window": "user: ping Ruth Merckx", "lexical_arms": "no"},
     {"window": "user: ping Ruth Merckx", "source_ids": "default"},  # invalid_params
     {"window": "user: ping Ruth Merckx", "source_ids": [""]},
+    {"window": "user: ping Ruth Merckx", "source_ids": None, "exclude_slug_prefixes": None, "max_pages": None},
     {"window": "user: ping Ruth Merckx", "source_ids": []},
     {"window": "user: ping Ruth Merckx", "exclude_slug_prefixes": ["people/"]},
     {"window": "user: ping Ruth Merckx", "exclude_slug_prefixes": "people/"},

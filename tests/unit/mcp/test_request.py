@@ -75,10 +75,12 @@ def test_request_prefixes_add_to_the_configured_ones(brain: BrainIndex) -> None:
 
 
 def test_source_ids_must_be_a_list_of_names(brain: BrainIndex) -> None:
-    for value in ("default", [""], [1], None):
+    for value in ("default", [""], [1], {}):
         outcome = evaluate({"window": WINDOW, "source_ids": value}, RequestDefaults(), brain)
         assert outcome.result["message"] == "source_ids must be a list of non-empty strings"
     assert evaluate({"window": WINDOW, "source_ids": []}, RequestDefaults(), brain).result["count"] == 0
+    null = evaluate({"window": WINDOW, "source_ids": None, "exclude_slug_prefixes": None}, RequestDefaults(), brain)
+    assert null.result == evaluate({"window": WINDOW}, RequestDefaults(), brain).result
 
 
 def test_oversized_window_is_refused_without_deciding(brain: BrainIndex) -> None:
