@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from typing import Any
 
@@ -103,6 +105,9 @@ def _serve(brain_dir: str | None, database_url: str | None, sources: tuple[str, 
     server = build_server(tools, version=_version())
     try:
         if http is None:
+            # SIGTERM is how clients stop a stdio server: write what is queued (≤ 5 s), then exit at once
+            # (the SDK's stdin reader thread would keep an orderly shutdown waiting for input)
+            signal.signal(signal.SIGTERM, lambda signum, frame: _exit_after_drain(events))
             anyio.run(serve_stdio, server)
         else:
             anyio.run(serve_http, server, http[0], http[1], token, _announce)
@@ -125,6 +130,13 @@ def _brain(brain_dir: str | None, database_url: str | None) -> Any:
         _fail(str(exc))
     _fail("no brain: pass --brain DIR (or set VOLUNTEER_BRAIN), or --database-url URL (or set "
           "VOLUNTEER_DATABASE_URL)")
+
+
+def _exit_after_drain(events: Any) -> None:
+    if events is not None:
+        events.close()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _announce(message: str) -> None:

@@ -166,3 +166,30 @@ def test_mcp_keeps_answering_while_the_database_is_down(tmp_path: Path, embedded
     warnings = [line for line in text.splitlines() if "op event logging" in line]
     assert warnings and "dropped" in warnings[0] and "works again" in warnings[-1]
     assert SECRET not in text
+
+
+def test_sigterm_after_a_call_still_writes_its_rows(brain_db: str) -> None:
+    """Clients stop stdio servers with SIGTERM: the queued rows are written before the process exits."""
+    import subprocess
+
+    from tests.integration.mcp.helpers import VOLUNTEER
+
+    proc = subprocess.Popen([VOLUNTEER, "mcp", "--brain", str(SAMPLES / "brain")],
+                            env=server_env(VOLUNTEER_DATABASE_URL=brain_db),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        proc.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "volunteer_context", "arguments": {"window": WINDOW, "session_id": "term", "turn": 9}}})
+    assert json.loads(proc.stdout.readline())["result"]["structuredContent"]["count"] == 1
+    proc.terminate()
+    assert proc.wait(15) == 0
+    assert [(r["session_id"], r["turn"]) for r in rows(brain_db)] == [("term", 9)]

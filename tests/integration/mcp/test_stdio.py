@@ -128,3 +128,17 @@ def test_unknown_tool_and_database_tools_without_a_database_are_tool_errors() ->
             assert opened.is_error and opened.structured_content["error"] == "invalid_params"
 
     anyio.run(go)
+
+
+def test_stdout_carries_only_the_protocol() -> None:
+    """Startup and shutdown print nothing on stdout; a start-up error is one line on stderr."""
+    import subprocess
+
+    from tests.integration.mcp.helpers import VOLUNTEER, server_env
+
+    quiet = subprocess.run([VOLUNTEER, "mcp", *BRAIN], env=server_env(), input=b"", capture_output=True, timeout=60)
+    assert quiet.returncode == 0 and quiet.stdout == b"" and quiet.stderr == b""
+    broken = subprocess.run([VOLUNTEER, "mcp", "--brain", "/nonexistent"], env=server_env(), input=b"",
+                            capture_output=True, timeout=60)
+    assert broken.returncode == 1 and broken.stdout == b""
+    assert broken.stderr.decode().count("\n") == 1 and broken.stderr.startswith(b"volunteer mcp: error: ")
