@@ -94,13 +94,15 @@ def _serve(brain_dir: str | None, database_url: str | None, sources: tuple[str, 
         lexical_arms=settings.lexical_arms and not no_lexical_arms,
         exclude_slug_prefixes=tuple(exclude_prefixes) or tuple(settings.exclude_slug_prefixes),
     )
-    url = database_url or settings.database_url
+    # Events, stats and opens use the database only when one is named (flag or VOLUNTEER_DATABASE_URL):
+    # trying the server on a brain directory must not warn about a database nobody asked for.
+    url = database_url
     holder = _brain(brain_dir, database_url)
 
     from pipeline.mcp.oplog import OpEventLog
     from pipeline.mcp.server import VolunteerTools, build_server, serve_http, serve_stdio
 
-    events = None if no_log else OpEventLog(url)
+    events = None if no_log or not url else OpEventLog(url)
     tools = VolunteerTools(holder, defaults, url, events, refresh_seconds=settings.brain_refresh_seconds)
     server = build_server(tools, version=_version())
     try:

@@ -126,6 +126,9 @@ def test_unknown_tool_and_database_tools_without_a_database_are_tool_errors() ->
             assert stats.is_error and stats.structured_content["message"].startswith("cannot reach the database")
             opened = await session.call_tool("volunteer_opened", {"slugs": []})
             assert opened.is_error and opened.structured_content["error"] == "invalid_params"
+        async with stdio_session(["--brain", str(CONFORMANCE / "brain")]) as session:  # no database named
+            stats = await session.call_tool("volunteer_stats", {})
+            assert stats.is_error and stats.structured_content["message"] == "stats needs a database (--database-url)"
 
     anyio.run(go)
 
