@@ -156,7 +156,11 @@ class OpEventLog:
                     self._stop.set()
                     break
                 batch.extend(more)
-            self._write(batch)
+            try:
+                self._write(batch)
+            except Exception as exc:  # a bug must not end the writer (the queue would only fill up)
+                self._disconnect()
+                self._drop(len(batch), f"unexpected {type(exc).__name__}")
         self._disconnect()
 
     def _write(self, batch: list[OpEvent]) -> None:

@@ -163,7 +163,10 @@ class VolunteerTools:
             return
         while True:
             await anyio.sleep(self.refresh_seconds)
-            await self.brain.refresh()
+            try:
+                await self.brain.refresh()  # database errors keep the loaded brain (logged there)
+            except Exception:  # anything else must not stop the server either
+                log.exception("brain refresh failed; keeping the loaded brain")
 
 
 def _mark_opened(url: str, source: str, slugs: Sequence[str]) -> int:
