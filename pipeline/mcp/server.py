@@ -40,6 +40,8 @@ THREAD_WINDOW_CHARS = 200_000
 """Windows longer than this are decided in a worker thread, so one huge call cannot stall the others."""
 DB_CALL_TIMEOUT_S = 15.0
 MAX_OPENED_SLUGS = 100
+MAX_HTTP_BODY_BYTES = 16 * 1024 * 1024
+"""The SDK's default (4 MiB) would refuse a window the op accepts (5,000,000 bytes, more once escaped)."""
 
 
 class ToolFailure(Exception):
@@ -263,7 +265,7 @@ async def serve_http(server: Server[Any], host: str, port: int, token: str,
 
     from pipeline.mcp.auth import RequireBearer
 
-    app = RequireBearer(server.streamable_http_app(host=host), token)
+    app = RequireBearer(server.streamable_http_app(host=host, max_request_body_size=MAX_HTTP_BODY_BYTES), token)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -109,3 +109,19 @@ def test_token_file_must_be_private(tmp_path: pytest.TempPathFactory) -> None:
     with http_server(["--token-file", str(path), *BRAIN], env=server_env()) as (url, _):
         ok = httpx2.post(url, json=INITIALIZE, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"}, timeout=10)
         assert ok.status_code == 200
+
+
+def test_a_window_near_the_limit_fits_and_one_over_it_is_invalid_params() -> None:
+    near = "user: ping Ruth Merckx\n" + "assistant: " + "x" * 4_900_000
+    over = "user: " + "y" * 5_000_001
+
+    async def go(url: str) -> None:
+        async with http_session(url) as session:
+            ok = await session.call_tool("volunteer_context", {"window": near})
+            assert not ok.is_error and ok.structured_content["window_turns"] == 2
+            refused = await session.call_tool("volunteer_context", {"window": over})
+            assert refused.is_error
+            assert refused.structured_content == {"error": "invalid_params", "message": "window is over 5,000,000 bytes"}
+
+    with http_server(BRAIN) as (url, _):
+        anyio.run(go, url)
