@@ -14,6 +14,7 @@ API (everything a test needs; the pytest fixtures are in ``tests/support/fixture
         again = run_claude(claude, "More", home=home, model_url=model.url, resume=first.session_id)
         model.messages()                   # bodies of POST /v1/messages, oldest first
         model.hook_context(model.messages()[-1])  # texts starting "UserPromptSubmit hook additional context: "
+        newest_hook_context(model.messages()[-1])  # the same, of the newest turn only
 
     codex = require(CODEX)
     run = run_codex(codex, "Hi", home=home, model_url=model.url)            # run.thread_id, run.events
@@ -269,8 +270,32 @@ class StandInModel:
 
     @staticmethod
     def hook_context(body: Any) -> list[str]:
-        """The ``UserPromptSubmit`` hook texts in an Anthropic request, prefix stripped."""
-        return [t[len(HOOK_CONTEXT_PREFIX):] for t in anthropic_texts(body) if t.startswith(HOOK_CONTEXT_PREFIX)]
+        """The ``UserPromptSubmit`` hook texts anywhere in an Anthropic request, prefix stripped."""
+        return _after_prefix(anthropic_texts(body))
+
+
+def _after_prefix(texts: list[str]) -> list[str]:
+    """What follows each hook-context prefix, to the end of its text part.
+
+    On a resumed prompt Claude Code 2.1 sends the hook's ``additionalContext`` as a text part of
+    its own that begins with the prefix; on a session's first prompt it folds it into the
+    environment text that follows the prompt, with its own lines (the date, …) after it.
+    """
+    out = []
+    for text in texts:
+        out.extend(piece for piece in text.split(HOOK_CONTEXT_PREFIX)[1:])
+    return out
+
+
+def newest_hook_context(body: Any) -> list[str]:
+    """The hook texts of the request's newest turn (after its last assistant message), prefix stripped.
+
+    Claude Code 2.1 sends a hook's ``additionalContext`` in a message of role ``system`` right
+    after the user's prompt; a resumed session's request still holds the earlier turns' blocks.
+    """
+    messages = list((body or {}).get("messages") or [])
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return _after_prefix(anthropic_texts({"messages": messages[last + 1:]}))
 
 
 def anthropic_texts(body: Any) -> list[str]:
