@@ -130,7 +130,7 @@ def _judge_trust(trust: Mapping[str, str], beat: Mapping[str, Any], config: Path
 
 def _judge(harness: str, where: list[str], beat: Mapping[str, Any], week: Mapping[str, int], events: int | None,
            days: int) -> tuple[str, str, str]:
-    name = "Claude Code" if harness == "claude-code" else "Codex"
+    name = {"claude-code": "Claude Code", "codex": "Codex", "opencode": "opencode"}.get(harness, harness)
     if where and not beat and harness == "codex":
         return (WARN, f"codex: hook installed and trusted ({where[0]}) but never called",
                 "start a new Codex session (running ones read hooks when they started), and check that Codex "

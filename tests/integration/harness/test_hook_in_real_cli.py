@@ -37,6 +37,7 @@ from tests.support.harness_cli import (
     newest_hook_context,
     run_claude,
     run_codex,
+    run_opencode,
 )
 
 pytestmark = pytest.mark.integration
@@ -150,6 +151,40 @@ def test_codex_block_reaches_the_model_and_resume_carries_only_new_items(
     beat = heartbeat(home, "codex")
     assert beat["calls"] == 2 and beat["printed_calls"] == 2
     rows_match_what_the_model_saw(hook_settings.database_url, first.thread_id, slugs(one) + slugs(two), "codex")
+
+
+# ----------------------------------------------------------------------------- opencode
+
+
+def opencode_block(model: StandInModel, prompt: str) -> str:
+    """The synthetic text part the plugin added after ``prompt`` in the newest request that holds it."""
+    for body in reversed(model.messages()):
+        users = [m for m in body["messages"] if m.get("role") == "user"]
+        if not users:
+            continue
+        parts = users[-1]["content"] if isinstance(users[-1]["content"], list) else []
+        texts = [p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+        if any(prompt in t for t in texts):
+            return "\n".join(t for t in texts if prompt not in t)
+    raise AssertionError(f"no model request carries {prompt!r}")
+
+
+def test_opencode_plugin_block_reaches_the_model_and_the_next_prompt_carries_only_new_items(
+        opencode_cli: Path, worker: Worker, hook_settings: Settings, tmp_path: Path) -> None:
+    home = make_home(tmp_path)
+    out = bootstrap(home, "--harness", "opencode", "--url", worker.url)
+    assert "volunteer-stream.js" in out
+    with StandInModel() as model:
+        first = run_opencode(opencode_cli, "Did Alice Example reply?", home=home, model_url=model.url, env=HOOK_ENV)
+        one = opencode_block(model, "Did Alice Example reply?")
+        assert ALICE in slugs(one) and KITELINE not in slugs(one)
+        run_opencode(opencode_cli, "And Kiteline? Alice Example said yes.", home=home, model_url=model.url,
+                     session=first.session_id, env=HOOK_ENV)
+        two = opencode_block(model, "And Kiteline? Alice Example said yes.")
+        assert KITELINE in slugs(two) and ALICE not in slugs(two)
+    beat = heartbeat(home, "opencode")
+    assert beat["calls"] == 2 and beat["printed_calls"] == 2
+    rows_match_what_the_model_saw(hook_settings.database_url, first.session_id, slugs(one) + slugs(two), "opencode")
 
 
 # ----------------------------------------------------------------------------- worker restart
