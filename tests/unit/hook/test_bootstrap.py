@@ -231,3 +231,23 @@ def test_trust_text_keeps_the_rest_of_config_toml_and_refuses_what_it_cannot_edi
 def test_trust_is_refused_outside_codex(home: Path) -> None:
     code, out = run(home, "--trust")
     assert code == 2 and "--trust only applies" in out
+
+
+def test_opencode_plugin_install_is_idempotent_and_uninstall_deletes_only_ours(tmp_path: Path) -> None:
+    from pipeline.hook.opencode import plugin_command
+
+    plugin = tmp_path / ".config" / "opencode" / "plugins" / "volunteer-stream.js"
+    code, out = run(tmp_path, "--harness", "opencode", "--url", "http://127.0.0.1:7001")
+    assert code == 0 and plugin.exists()
+    command = "env VOLUNTEER_HOOK_URL=http://127.0.0.1:7001 /opt/venv/bin/volunteer hook user-prompt --harness opencode"
+    assert plugin_command(plugin.read_text()) == command == installed_command(plugin)
+    assert json.dumps(command) in plugin.read_text() and "chat.message" in plugin.read_text()
+    assert run(tmp_path, "--harness", "opencode", "--url", "http://127.0.0.1:7001")[1].count("already installed") == 1
+    code, _ = run(tmp_path, "--harness", "opencode", "--uninstall")
+    assert code == 0 and not plugin.exists()
+    plugin.write_text("export const Other = async () => ({})\n")  # someone else's file of that name
+    code, out = run(tmp_path, "--harness", "opencode")
+    assert code == 1 and "is not the volunteer-stream plugin" in out
+    assert plugin.read_text() == "export const Other = async () => ({})\n"
+    code, out = run(tmp_path, "--harness", "opencode", "--scope", "local")
+    assert code == 1 and "no local settings scope" in out
