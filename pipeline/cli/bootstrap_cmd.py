@@ -60,7 +60,7 @@ from pipeline.hook.install import (
 def bootstrap(harness: str, scope: str, project_dir: Path | None, uninstall: bool, dry_run: bool,
               url: str | None, source: str | None, executable: str | None, timeout_s: int, trust: bool,
               codex_bin: str | None) -> None:
-    """Install the 'volunteer hook user-prompt' hook in Claude Code or Codex.
+    """Install the 'volunteer hook user-prompt' hook in Claude Code, Codex or opencode.
 
     Adds one UserPromptSubmit entry to the harness's settings, keeping every other setting and
     hook as it was; running it again changes nothing, and --uninstall removes exactly what it
@@ -72,6 +72,8 @@ def bootstrap(harness: str, scope: str, project_dir: Path | None, uninstall: boo
       claude-code  user: ~/.claude/settings.json      project: DIR/.claude/settings.json
                    local: DIR/.claude/settings.local.json
       codex        user: ~/.codex/hooks.json          project: DIR/.codex/hooks.json
+      opencode     user: ~/.config/opencode/plugins/volunteer-stream.js
+                   project: DIR/.opencode/plugins/volunteer-stream.js  (a plugin running the hook)
 
     The hook needs a running worker with its web server on (volunteer worker, port 6066 by
     default). Harnesses read hooks when a session starts: restart open sessions afterwards.

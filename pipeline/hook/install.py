@@ -4,6 +4,8 @@ Claude Code reads ``hooks.UserPromptSubmit`` from ``settings.json`` (user: ``~/.
 project: ``<dir>/.claude``, local: ``<dir>/.claude/settings.local.json``). Codex reads the same
 shape from ``hooks.json`` (user: ``~/.codex``, project: ``<dir>/.codex``). Each event holds a list
 of matcher groups, each with a ``hooks`` list of ``{"type": "command", "command", "timeout"}``.
+opencode has no command hooks: there the "settings file" is a plugin of ours that runs the same
+command (:mod:`pipeline.hook.opencode`), written whole and deleted on uninstall.
 
 Our entry is recognised by its command (the ``volunteer`` executable followed by ``hook
 user-prompt``), not by an extra marker key: Codex's config parsing is strict about unknown keys.
@@ -26,10 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.hook.opencode import PLUGIN_NAME, plugin_command, plugin_text
+
 EVENT = "UserPromptSubmit"
 DEFAULT_TIMEOUT_S = 5
 SCOPES = ("user", "project", "local")
-HARNESSES = ("claude-code", "codex")
+HARNESSES = ("claude-code", "codex", "opencode")
 
 
 class InstallError(Exception):
@@ -43,6 +47,7 @@ class Plan:
     after: str
     changed: bool
     summary: str
+    delete: bool = False  # remove the file (an opencode plugin of ours on uninstall)
 
     def diff(self) -> str:
         label = str(self.path)
@@ -56,6 +61,13 @@ def settings_path(harness: str, scope: str, project_dir: Path | None = None,
     env = os.environ if env is None else env
     home = Path(env.get("HOME") or Path.home())
     project = (project_dir or Path.cwd()).resolve()
+    if harness == "opencode":
+        if scope == "local":
+            raise InstallError("opencode has no local settings scope; use --scope user or --scope project")
+        if scope == "user":
+            config_home = env.get("XDG_CONFIG_HOME", "").strip()
+            return (Path(config_home) if config_home else home / ".config") / "opencode" / "plugins" / PLUGIN_NAME
+        return project / ".opencode" / "plugins" / PLUGIN_NAME
     if harness == "codex":
         if scope == "local":
             raise InstallError("Codex has no local settings scope; use --scope user or --scope project")
@@ -183,6 +195,11 @@ def uninstall_from(settings: dict[str, Any]) -> int:
 
 def installed_command(path: Path) -> str | None:
     """Our hook command in that settings file, if any (``None`` also when unreadable)."""
+    if path.name == PLUGIN_NAME:
+        try:
+            return plugin_command(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            return None
     try:
         settings = json.loads(path.read_text(encoding="utf-8"))
         groups = _groups(settings, create=False) if isinstance(settings, dict) else None
@@ -224,7 +241,28 @@ def _dump(settings: dict[str, Any], like: str = "") -> str:
     return json.dumps(settings, indent=_indent_of(like), ensure_ascii=False) + "\n"
 
 
+def _plugin_plan(path: Path, uninstall: bool, command: str, timeout_s: int) -> Plan:
+    try:
+        before = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        before = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InstallError(f"cannot read {path}: {exc}") from None
+    if before and plugin_command(before) is None:
+        raise InstallError(f"{path} is not the volunteer-stream plugin; move it away, then run again")
+    if uninstall:
+        if not before:
+            return Plan(path, before, before, False, f"no volunteer plugin at {path}; nothing to remove")
+        return Plan(path, before, "", True, f"removed the volunteer opencode plugin {path}", delete=True)
+    after = plugin_text(command, timeout_s)
+    if after == before:
+        return Plan(path, before, before, False, f"the volunteer opencode plugin is already installed at {path}")
+    return Plan(path, before, after, True, f"installed the volunteer opencode plugin at {path}")
+
+
 def plan(path: Path, *, uninstall: bool, command: str = "", timeout_s: int = DEFAULT_TIMEOUT_S) -> Plan:
+    if path.name == PLUGIN_NAME:
+        return _plugin_plan(path, uninstall, command, timeout_s)
     before, settings = _load(path)
     if uninstall:
         removed = uninstall_from(settings)
@@ -268,5 +306,11 @@ def apply(p: Plan) -> Path | None:
             shutil.copy2(path, backup)  # follows a symlink: the backup holds the content
         except OSError as exc:
             raise InstallError(f"cannot keep a backup of {path}: {exc.strerror or exc}") from None
+    if p.delete:
+        try:
+            path.unlink()
+        except OSError as exc:
+            raise InstallError(f"cannot remove {path}: {exc.strerror or exc}") from None
+        return backup
     write_text_atomically(path, p.after)
     return backup

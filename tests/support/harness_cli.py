@@ -14,6 +14,11 @@ API (everything a test needs; the pytest fixtures are in ``tests/support/fixture
         again = run_claude(claude, "More", home=home, model_url=model.url, resume=first.session_id)
         model.messages()                   # bodies of POST /v1/messages, oldest first
         model.hook_context(model.messages()[-1])  # texts starting "UserPromptSubmit hook additional context: "
+        newest_hook_context(model.messages()[-1])  # the same, of the newest turn only
+
+    opencode = require(OPENCODE)           # plugins from ~/.config/opencode/plugins, Anthropic API
+    run = run_opencode(opencode, "Hi", home=home, model_url=model.url)     # run.session_id
+    run_opencode(opencode, "More", home=home, model_url=model.url, session=run.session_id)
 
     codex = require(CODEX)
     run = run_codex(codex, "Hi", home=home, model_url=model.url)            # run.thread_id, run.events
@@ -38,6 +43,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,10 +63,11 @@ RUN_TIMEOUT_S = 180
 class Harness:
     """One harness CLI as published on the npm registry, pinned."""
 
-    name: str  # the hook channel: claude-code | codex
+    name: str  # the hook channel: claude-code | codex | opencode
     package: str
     version: str
     bin_name: str
+    post_install: str = ""  # a node script of the package that only links its native binary
 
     @property
     def cache_dir(self) -> Path:
@@ -80,6 +87,7 @@ class Harness:
 
 CLAUDE_CODE = Harness("claude-code", "@anthropic-ai/claude-code", "2.1.328", "claude")
 CODEX = Harness("codex", "@openai/codex", "0.169.0", "codex")
+OPENCODE = Harness("opencode", "opencode-ai", "1.18.33", "opencode", post_install="postinstall.mjs")
 
 
 class NpmMissing(Exception):
@@ -104,8 +112,9 @@ def _version_ok(harness: Harness) -> str | None:
     if harness.installed_version() != harness.version or not harness.binary.exists():
         return f"{harness.package}@{harness.version} is not in {harness.cache_dir}"
     try:
-        out = subprocess.run([str(harness.binary), "--version"], capture_output=True, timeout=60,
-                             stdin=subprocess.DEVNULL, env={**os.environ, "DISABLE_AUTOUPDATER": "1"})
+        with tempfile.TemporaryDirectory(prefix="harness-version-") as home:  # no state in the real HOME
+            out = subprocess.run([str(harness.binary), "--version"], capture_output=True, timeout=60,
+                                 stdin=subprocess.DEVNULL, env={**os.environ, "HOME": home, "DISABLE_AUTOUPDATER": "1"})
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{harness.binary} --version did not run: {exc}"
     text = out.stdout.decode(errors="replace") + out.stderr.decode(errors="replace")
@@ -143,8 +152,8 @@ def _npm_install(harness: Harness) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     (staging / "package.json").write_text(json.dumps({"private": True, "dependencies": {}}) + "\n")
-    # --ignore-scripts: Claude Code's postinstall only relinks the native binary it already ships
-    # through an optional dependency, and no install script may reach the network.
+    # --ignore-scripts: no install script may reach the network. Claude Code's postinstall only
+    # relinks the native binary it already ships; opencode's is run below, on its own.
     cmd = [npm, "install", "--prefix", str(staging), "--save-exact", "--no-audit", "--no-fund",
            "--ignore-scripts", "--loglevel=error", f"{harness.package}@{harness.version}"]
     try:
@@ -152,9 +161,15 @@ def _npm_install(harness: Harness) -> None:
     except subprocess.TimeoutExpired:
         raise HarnessInstallError(f"npm install {harness.package}@{harness.version} took over "
                                   f"{INSTALL_TIMEOUT_S}s") from None
+    if done.returncode == 0 and harness.post_install:
+        # opencode's postinstall (run alone, after a verified install) hard-links its native binary
+        # from the optional dependency into bin/; it reads nothing from the network
+        node = shutil.which("node") or "node"
+        done = subprocess.run([node, harness.post_install], capture_output=True, timeout=INSTALL_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL, cwd=staging / "node_modules" / harness.package)
     if done.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
-        raise HarnessInstallError(f"npm install {harness.package}@{harness.version} exited {done.returncode}: "
+        raise HarnessInstallError(f"installing {harness.package}@{harness.version} exited {done.returncode}: "
                                   + done.stderr.decode(errors="replace").strip()[-500:])
     shutil.rmtree(harness.cache_dir, ignore_errors=True)
     staging.rename(harness.cache_dir)
@@ -269,8 +284,32 @@ class StandInModel:
 
     @staticmethod
     def hook_context(body: Any) -> list[str]:
-        """The ``UserPromptSubmit`` hook texts in an Anthropic request, prefix stripped."""
-        return [t[len(HOOK_CONTEXT_PREFIX):] for t in anthropic_texts(body) if t.startswith(HOOK_CONTEXT_PREFIX)]
+        """The ``UserPromptSubmit`` hook texts anywhere in an Anthropic request, prefix stripped."""
+        return _after_prefix(anthropic_texts(body))
+
+
+def _after_prefix(texts: list[str]) -> list[str]:
+    """What follows each hook-context prefix, to the end of its text part.
+
+    On a resumed prompt Claude Code 2.1 sends the hook's ``additionalContext`` as a text part of
+    its own that begins with the prefix; on a session's first prompt it folds it into the
+    environment text that follows the prompt, with its own lines (the date, …) after it.
+    """
+    out: list[str] = []
+    for text in texts:
+        out.extend(text.split(HOOK_CONTEXT_PREFIX)[1:])
+    return out
+
+
+def newest_hook_context(body: Any) -> list[str]:
+    """The hook texts of the request's newest turn (after its last assistant message), prefix stripped.
+
+    Claude Code 2.1 sends a hook's ``additionalContext`` in a message of role ``system`` right
+    after the user's prompt; a resumed session's request still holds the earlier turns' blocks.
+    """
+    messages = list((body or {}).get("messages") or [])
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return _after_prefix(anthropic_texts({"messages": messages[last + 1:]}))
 
 
 def anthropic_texts(body: Any) -> list[str]:
@@ -469,9 +508,10 @@ class CodexRun:
         raise AssertionError(f"no thread.started event in codex output:\n{self.proc.stdout[-2000:]}")
 
 
-def _run(cmd: list[str], env: Mapping[str, str], cwd: Path | None, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, env=dict(env), cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+def _run(cmd: list[str], env: Mapping[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    # PWD too: opencode takes its project folder from it rather than from the process's cwd
+    return subprocess.run(cmd, env={**env, "PWD": str(cwd)}, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def run_claude(binary: Path, prompt: str, *, home: Path, model_url: str, resume: str | None = None,
@@ -506,15 +546,56 @@ def run_codex(binary: Path, prompt: str, *, home: Path, model_url: str, resume: 
     sandbox = [] if resume else ["-s", "read-only"]  # 'exec resume' keeps the session's sandbox
     cmd = [*head, *codex_provider_args(model_url), "--skip-git-repo-check", *sandbox, "--json", *args, prompt]
     proc = _run(cmd, codex_env(home, env), cwd or home, timeout)
-    events = []
-    for line in proc.stdout.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            events.append(obj)
+    events = [obj for obj in (_json_line(line) for line in proc.stdout.splitlines()) if obj is not None]
     if proc.returncode != 0:
         raise AssertionError(f"codex exited {proc.returncode}\nstdout: {proc.stdout[-2000:]}\n"
                              f"stderr: {proc.stderr[-2000:]}")
     return CodexRun(proc, events)
+
+
+def opencode_env(home: Path, model_url: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """opencode offline: its Anthropic provider pointed at the stand-in, no model catalogue fetch,
+    no update check, no sharing, no default plugins, no LSP downloads."""
+    config = {"$schema": "https://opencode.ai/config.json", "model": "anthropic/claude-sonnet-4-5",
+              "small_model": "anthropic/claude-sonnet-4-5", "autoupdate": False, "share": "disabled",
+              "provider": {"anthropic": {"options": {"baseURL": model_url + "/v1", "apiKey": "dummy-offline"}}}}
+    return base_env(home, {"OPENCODE_CONFIG_CONTENT": json.dumps(config), "OPENCODE_DISABLE_MODELS_FETCH": "1",
+                           "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1",
+                           "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+                           **(extra or {})})
+
+
+@dataclass
+class OpencodeRun:
+    proc: subprocess.CompletedProcess[str]
+    events: list[dict[str, Any]]
+
+    @property
+    def session_id(self) -> str:
+        for event in self.events:
+            found = event.get("sessionID") or (event.get("part") or {}).get("sessionID")
+            if found:
+                return str(found)
+        raise AssertionError(f"no sessionID in opencode output:\n{self.proc.stdout[-2000:]}")
+
+
+def run_opencode(binary: Path, prompt: str, *, home: Path, model_url: str, session: str | None = None,
+                 cwd: Path | None = None, args: Sequence[str] = (), env: Mapping[str, str] | None = None,
+                 timeout: float = RUN_TIMEOUT_S) -> OpencodeRun:
+    """``opencode run --format json [--session ID] PROMPT`` (plugins from ``~/.config/opencode/plugins``)."""
+    cmd = [str(binary), "run", "--format", "json", "--title", "stand-in", *(["--session", session] if session else []),
+           *args, prompt]
+    proc = _run(cmd, opencode_env(home, model_url, env), cwd or home, timeout)
+    events = [obj for obj in (_json_line(line) for line in proc.stdout.splitlines()) if obj is not None]
+    if proc.returncode != 0:
+        raise AssertionError(f"opencode exited {proc.returncode}\nstdout: {proc.stdout[-2000:]}\n"
+                             f"stderr: {proc.stderr[-2000:]}")
+    return OpencodeRun(proc, events)
+
+
+def _json_line(line: str) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
