@@ -30,6 +30,7 @@ import orjson
 import psycopg
 import pytest
 
+from pipeline.agents.state import SEALED_VERSION
 from pipeline.settings import Settings, load_settings
 from tests.integration.stream.harness import run, volunteer_up
 from tests.reliability.conftest import Workers
@@ -222,9 +223,11 @@ def test_a_real_workers_changelog_holds_no_conversation_word(reliability_setting
     changelog = f"{settings.app_id}-sessions-changelog"
     deadline = time.monotonic() + 60
     strings: list[tuple[str, str]] = []
-    while time.monotonic() < deadline and len(strings) < 3:
+    while time.monotonic() < deadline and not strings:  # the state is saved just after the page is sent
         strings = run(topic_strings(settings, (changelog,), exclude=()), timeout=120)
     assert strings, "the worker saved no session state"
+    values = [r.value for r in run(read_all(settings, changelog, idle_s=0.5, timeout_s=60)) if r.value]
+    assert values and all(v[0] == SEALED_VERSION for v in values)  # sealed, not the clear version 1
     assert find_words(words, strings) == []
     assert find_words(words, [("log", line) for line in worker.log().splitlines()]) == []
 
