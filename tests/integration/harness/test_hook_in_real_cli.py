@@ -35,6 +35,7 @@ from tests.support.harness_cli import (
     developer_after_user,
     make_home,
     newest_hook_context,
+    responses_items,
     run_claude,
     run_codex,
     run_opencode,
@@ -92,8 +93,9 @@ def test_claude_code_block_reaches_the_model_and_resume_carries_only_new_items(
                            env=HOOK_ENV)
         one = claude_blocks(model)[-1]
         assert ALICE in slugs(one) and KITELINE not in slugs(one)
-        run_claude(claude_code_cli, "And Kiteline? Alice Example said yes.", home=home, model_url=model.url,
-                   resume=first.session_id, env=HOOK_ENV)
+        again = run_claude(claude_code_cli, "And Kiteline? Alice Example said yes.", home=home, model_url=model.url,
+                           resume=first.session_id, env=HOOK_ENV)
+        assert again.session_id == first.session_id
         two = claude_blocks(model)[-1]
         assert KITELINE in slugs(two) and ALICE not in slugs(two)  # Alice was given already
         assert any(part.get("text", "").startswith(HOOK_CONTEXT_PREFIX + two)
@@ -144,8 +146,11 @@ def test_codex_block_reaches_the_model_and_resume_carries_only_new_items(
         first = run_codex(codex_cli, "Did Alice Example reply?", home=home, model_url=model.url, env=HOOK_ENV)
         (one,) = developer_after_user(model.responses()[-1])
         assert ALICE in slugs(one) and KITELINE not in slugs(one)
-        run_codex(codex_cli, "And Kiteline? Alice Example said yes.", home=home, model_url=model.url,
-                  resume=first.thread_id, env=HOOK_ENV)
+        again = run_codex(codex_cli, "And Kiteline? Alice Example said yes.", home=home, model_url=model.url,
+                          resume=first.thread_id, env=HOOK_ENV)
+        assert again.thread_id == first.thread_id
+        items = responses_items(model.responses()[-1])
+        assert ("user", "Did Alice Example reply?") in items  # the same session, resumed
         (two,) = developer_after_user(model.responses()[-1])
         assert KITELINE in slugs(two) and ALICE not in slugs(two)
     beat = heartbeat(home, "codex")
