@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ import pytest
 
 from pipeline.agents.answers import HOOK_ENDPOINT_MARK
 from pipeline.hook.doctor import hook_channel_statuses
+from pipeline.hook.install import installed_command
 from pipeline.settings import Settings
 from tests.integration.hook.conftest import ROOT, Worker, free_port, wait_rows
 from tests.services.broker import new_names, settings_for
@@ -52,9 +55,22 @@ def slugs(block: str) -> list[str]:
     return SLUG.findall(block)
 
 
-def bootstrap(home: Path, *args: str, path: str = "/usr/bin:/bin") -> str:
+def bare_path(home: Path) -> str:
+    """A PATH with node, sh and env only: no .venv/bin, no volunteer, no codex (Codex's launcher is a
+    node script, so 'codex app-server' through an explicit --codex still starts)."""
+    bin_dir = home / "bare-bin"
+    if not bin_dir.exists():
+        bin_dir.mkdir()
+        for tool in ("node", "sh", "env"):
+            found = shutil.which(tool)
+            assert found, f"{tool} is not on PATH"
+            (bin_dir / tool).symlink_to(found)
+    return str(bin_dir)
+
+
+def bootstrap(home: Path, *args: str) -> str:
     """``volunteer bootstrap`` as a user runs it, into this HOME, with a PATH that lacks .venv/bin."""
-    env = base_env(home, {"PATH": path})
+    env = base_env(home, {"PATH": bare_path(home)})
     done = subprocess.run([sys.executable, "-m", "pipeline", "bootstrap", *args], capture_output=True, text=True,
                           env=env, cwd=home, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -88,6 +104,9 @@ def test_claude_code_block_reaches_the_model_and_resume_carries_only_new_items(
         claude_code_cli: Path, worker: Worker, hook_settings: Settings, tmp_path: Path) -> None:
     home = make_home(tmp_path)
     bootstrap(home, "--url", worker.url)
+    script = Path(sysconfig.get_path("scripts")) / "volunteer"  # this installation's fast entry
+    assert installed_command(home / ".claude" / "settings.json") == (
+        f"env VOLUNTEER_HOOK_URL={worker.url} {script} hook user-prompt")
     with StandInModel() as model:
         first = run_claude(claude_code_cli, "Did Alice Example reply?", home=home, model_url=model.url,
                            env=HOOK_ENV)
