@@ -237,7 +237,8 @@ def _listed(server: AppServer, hook: CodexHook, cwd: Path) -> dict[str, Any]:
         for listed in entry.get("hooks") or []:
             if listed.get("key") == hook.key:
                 return dict(listed)
-    raise InstallError(f"Codex does not list the hook {hook.key} (is {hook.hooks_path} the hooks.json it reads?)")
+    raise InstallError(f"Codex does not list the hook {hook.key}: is {hook.hooks_path} the hooks.json it reads "
+                       "(CODEX_HOME)? A project's hooks are listed only once Codex trusts the folder")
 
 
 def trust_with_codex(hook: CodexHook, codex: str, env: Mapping[str, str], cwd: Path) -> bool:
