@@ -18,17 +18,16 @@ import sys
 import sysconfig
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 import pytest
 
-from pipeline.agents.answers import HOOK_ENDPOINT_MARK
 from pipeline.hook.doctor import hook_channel_statuses
 from pipeline.hook.install import installed_command
 from pipeline.settings import Settings
-from tests.integration.hook.conftest import ROOT, Worker, free_port, wait_rows
+from tests.integration.harness.conftest import HOOK_TOKEN, SameHostWorker
+from tests.integration.hook.conftest import Worker, free_port, wait_rows
 from tests.services.broker import new_names, settings_for
 from tests.support.harness_cli import (
     HOOK_CONTEXT_PREFIX,
@@ -47,7 +46,8 @@ pytestmark = pytest.mark.integration
 
 ALICE, KITELINE = "people/alice-example", "companies/kiteline"
 SLUG = re.compile(r"→ `([^`]+)`")
-HOOK_ENV = {"VOLUNTEER_HOOK_DEADLINE_MS": "8000"}  # the 2 shared cores may be busy; deadlines have own tests
+SLOW_CORES = {"VOLUNTEER_HOOK_DEADLINE_MS": "8000"}  # the 2 shared cores may be busy; deadlines have own tests
+HOOK_ENV = {**SLOW_CORES, "VOLUNTEER_HOOK_TOKEN": HOOK_TOKEN}  # the module worker's secret, where one is used
 
 
 def slugs(block: str) -> list[str]:
@@ -213,44 +213,13 @@ def test_opencode_plugin_block_reaches_the_model_and_the_next_prompt_carries_onl
 # ----------------------------------------------------------------------------- worker restart
 
 
-@dataclass
-class SameHostWorker(Worker):
-    """A worker on a fixed web port that shares the user's HOME and runtime folder with the harness,
-    as a worker started by that user on that machine does."""
-
-    port: int = 0
-    extra_env: dict[str, str] = field(default_factory=dict)
-
-    def env(self) -> dict[str, str]:
-        return {**super().env(), **self.extra_env}
-
-    def wait_ready(self, count: int = 1, timeout: float = 90) -> None:
-        super().wait_ready(count, timeout)
-        deadline = time.monotonic() + timeout
-        while self.log().count(HOOK_ENDPOINT_MARK) < count:  # this start's endpoint line may come after ready
-            assert time.monotonic() < deadline, self.log()[-3000:]
-            time.sleep(0.05)
-        self.url = re.findall(re.escape(HOOK_ENDPOINT_MARK) + r" (http://[^/\s]+)/", self.log())[-1]
-
-    def start(self) -> SameHostWorker:
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pipeline", "worker", "--brain", str(ROOT / "pipeline" / "samples" / "brain"),
-                 "--web-port", str(self.port)], env=self.env(), cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True)
-        return self
-
-
-@pytest.fixture
-def own_settings(module_broker_url: str, hook_database: str) -> Settings:
-    return settings_for(module_broker_url, new_names(), database_url=hook_database, topic_partitions=4)
-
-
-@pytest.fixture
-def restartable(own_settings: Settings, tmp_path: Path) -> Iterator[tuple[SameHostWorker, Path]]:
+def restartable(settings: Settings, tmp_path: Path) -> Iterator[tuple[SameHostWorker, Path]]:
+    """A worker on a fixed port, run by the same user (HOME) as the harness, with that user's
+    default state folder: the credential and whatever the hook uses to find workers are shared
+    the way they are on a developer's machine."""
     home = make_home(tmp_path)
     (home / "run").mkdir(mode=0o700)
-    w = SameHostWorker(own_settings, tmp_path / "worker.log", tmp_path / "data", port=free_port(),
+    w = SameHostWorker(settings, tmp_path / "worker.log", tmp_path / "data", port=free_port(), default_state=True,
                        extra_env={"HOME": str(home), "XDG_RUNTIME_DIR": str(home / "run"),
                                   "XDG_STATE_HOME": str(home / ".local" / "state")})
     try:
@@ -259,13 +228,25 @@ def restartable(own_settings: Settings, tmp_path: Path) -> Iterator[tuple[SameHo
         w.stop()
 
 
+@pytest.fixture
+def default_stack(module_broker_url: str, hook_database: str, tmp_path: Path) -> Iterator[tuple[SameHostWorker, Path]]:
+    """The default stack: app id ``volunteer-stream``, what a hook with default settings looks for."""
+    settings = settings_for(module_broker_url, new_names(), database_url=hook_database, app_id="volunteer-stream")
+    yield from restartable(settings, tmp_path)
+
+
+@pytest.fixture
+def own_stack(module_broker_url: str, hook_database: str, tmp_path: Path) -> Iterator[tuple[SameHostWorker, Path]]:
+    yield from restartable(settings_for(module_broker_url, new_names(), database_url=hook_database), tmp_path)
+
+
 def test_a_hook_with_default_settings_reaches_the_worker_again_after_a_restart(
-        claude_code_cli: Path, restartable: tuple[SameHostWorker, Path], own_settings: Settings) -> None:
+        claude_code_cli: Path, default_stack: tuple[SameHostWorker, Path]) -> None:
     """Requirement (issue 11, item 2): the hook finds the worker with default settings, also when the
     worker restarts right after serving prompts (its port's connections still in TIME_WAIT)."""
-    worker, home = restartable
+    worker, home = default_stack
     bootstrap(home)  # default settings: no --url
-    env = {**HOOK_ENV, "XDG_RUNTIME_DIR": str(home / "run")}
+    env = {**SLOW_CORES, "XDG_RUNTIME_DIR": str(home / "run")}
     worker.start().wait_ready()
     with StandInModel() as model:
         first = run_claude(claude_code_cli, "Did Alice Example reply?", home=home, model_url=model.url, env=env)
@@ -281,18 +262,19 @@ def test_a_hook_with_default_settings_reaches_the_worker_again_after_a_restart(
 
 
 def test_a_hook_pinned_to_the_worker_port_reaches_it_again_after_a_restart(
-        claude_code_cli: Path, restartable: tuple[SameHostWorker, Path], own_settings: Settings) -> None:
+        claude_code_cli: Path, own_stack: tuple[SameHostWorker, Path]) -> None:
     """Requirement (issue 11, item 2): the configured web port survives a restart right after serving
     prompts (connections in TIME_WAIT must not move it), so a hook pointed at it keeps working."""
-    worker, home = restartable
+    worker, home = own_stack
     bootstrap(home, "--url", f"http://127.0.0.1:{worker.port}")
     worker.start().wait_ready()
     with StandInModel() as model:
-        first = run_claude(claude_code_cli, "Did Alice Example reply?", home=home, model_url=model.url, env=HOOK_ENV)
+        first = run_claude(claude_code_cli, "Did Alice Example reply?", home=home, model_url=model.url,
+                           env=SLOW_CORES)
         assert ALICE in slugs(claude_blocks(model)[-1]), heartbeat(home, "claude-code")
         worker.stop()
         worker.start().wait_ready(count=2)
         assert worker.url == f"http://127.0.0.1:{worker.port}", f"the restarted worker moved to {worker.url}"
         run_claude(claude_code_cli, "And Kiteline?", home=home, model_url=model.url, resume=first.session_id,
-                   env=HOOK_ENV)
+                   env=SLOW_CORES)
         assert KITELINE in slugs(claude_blocks(model)[-1]), heartbeat(home, "claude-code")
