@@ -55,6 +55,7 @@ class Worker:
     proc: subprocess.Popen[bytes] | None = None
     url: str = ""
     env_extra: dict[str, str] = field(default_factory=dict)
+    brain: Path = SAMPLE_BRAIN
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
@@ -70,7 +71,7 @@ class Worker:
     def start(self) -> Worker:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pipeline", "worker", "--brain", str(SAMPLE_BRAIN), "--web-port",
+                [sys.executable, "-m", "pipeline", "worker", "--brain", str(self.brain), "--web-port",
                  str(free_port())], env=self.env(), cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True)
         return self
@@ -116,6 +117,7 @@ class HookRunner:
     home: Path
     state_dir: Path
     env_extra: dict[str, str] = field(default_factory=dict)
+    brain: Path = SAMPLE_BRAIN
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
