@@ -164,9 +164,15 @@ def hook_settings(module_broker_url: str, hook_database: str) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def worker(hook_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+def worker_brain() -> Path:
+    """The brain directory of the module's worker (a test module overrides it to use its own)."""
+    return SAMPLE_BRAIN
+
+
+@pytest.fixture(scope="module")
+def worker(hook_settings: Settings, worker_brain: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     base = tmp_path_factory.mktemp("hook-worker")
-    w = Worker(hook_settings, base / "worker.log", base / "data").start()
+    w = Worker(hook_settings, base / "worker.log", base / "data", brain=worker_brain).start()
     try:
         w.wait_ready()
         yield w
@@ -181,10 +187,11 @@ def hook(worker: Worker, tmp_path: Path) -> HookRunner:
     return HookRunner(worker.url, home, tmp_path / "state")
 
 
-def event_rows(database_url: str, session_id: str) -> list[tuple[Any, ...]]:
+def event_rows(database_url: str, session_id: str, extra: str = "") -> list[tuple[Any, ...]]:
+    """``(turn, slug, channel, match_arm, confidence)`` per row, plus ``extra`` columns (", rationale")."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         return conn.execute(
-            "SELECT turn, slug, channel, match_arm, confidence FROM context_volunteer_events "
+            f"SELECT turn, slug, channel, match_arm, confidence{extra} FROM context_volunteer_events "
             "WHERE session_id = %s ORDER BY turn, slug", (session_id,)).fetchall()
 
 

@@ -11,17 +11,15 @@ exactly the pushed items, pointers with the reflex rationale and the base confid
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
-import psycopg
 import pytest
 
 from pipeline.core.types import ARM_CONFIDENCE
 from pipeline.settings import Settings
-from tests.integration.hook.conftest import ROOT, HookRunner, Worker, block_sections, printed, wait_rows
+from tests.integration.hook.conftest import ROOT, HookRunner, block_sections, event_rows, printed, wait_rows
 
 pytestmark = pytest.mark.integration
 
@@ -31,31 +29,11 @@ SESSIONS: list[dict[str, Any]] = [json.loads(line) for line in (FIXTURES / "sess
 
 
 @pytest.fixture(scope="module")
-def lane_worker(hook_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    base = tmp_path_factory.mktemp("lane-worker")
-    w = Worker(hook_settings, base / "worker.log", base / "data", brain=FIXTURES / "brain").start()
-    try:
-        w.wait_ready()
-        yield w
-    finally:
-        w.stop()
+def worker_brain() -> Path:
+    return FIXTURES / "brain"
 
 
-@pytest.fixture
-def lane_hook(lane_worker: Worker, tmp_path: Path) -> HookRunner:
-    home = tmp_path / "home"
-    (home / ".claude" / "projects").mkdir(parents=True)
-    return HookRunner(lane_worker.url, home, tmp_path / "state")
-
-
-def rows_of(database_url: str, session_id: str) -> list[tuple[Any, ...]]:
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        return conn.execute("SELECT turn, slug, channel, match_arm, confidence, rationale FROM "
-                            "context_volunteer_events WHERE session_id = %s ORDER BY turn, slug",
-                            (session_id,)).fetchall()
-
-
-def test_labelled_sessions_push_precision_and_recall_one(lane_hook: HookRunner, hook_settings: Settings) -> None:
+def test_labelled_sessions_push_precision_and_recall_one(hook: HookRunner, hook_settings: Settings) -> None:
     true_pos = pushed = wanted = 0
     misses: list[str] = []
     expected_rows: dict[str, list[tuple[int, str]]] = {}
@@ -65,7 +43,7 @@ def test_labelled_sessions_push_precision_and_recall_one(lane_hook: HookRunner, 
         expected_rows[sid] = []
         pointer_slugs[sid] = set()
         for n, item in enumerate(session["prompts"], start=1):
-            result = lane_hook(sid, item["prompt"])
+            result = hook(sid, item["prompt"])
             assert result.returncode == 0, result.stderr
             got, want = printed(result.stdout), set(item["expect"])
             if not want:
@@ -86,7 +64,7 @@ def test_labelled_sessions_push_precision_and_recall_one(lane_hook: HookRunner, 
 
     for sid, want_rows in expected_rows.items():
         rows = wait_rows(hook_settings.database_url, sid, len(want_rows))
-        got_rows = rows_of(hook_settings.database_url, sid)
+        got_rows = event_rows(hook_settings.database_url, sid, ", rationale")
         assert sorted((turn, slug) for turn, slug, *_ in got_rows) == sorted(want_rows), sid
         assert len(rows) == len(want_rows)
         for _, slug, channel, arm, confidence, rationale in got_rows:
@@ -107,14 +85,14 @@ def codex_reply(text: str) -> bytes:
                                                               "content": [{"type": "output_text", "text": text}]}}) + b"\n"
 
 
-def test_codex_0169_transcript_warms_the_window(lane_hook: HookRunner, hook_settings: Settings) -> None:
+def test_codex_0169_transcript_warms_the_window(hook: HookRunner, hook_settings: Settings) -> None:
     """The user's words of a Codex 0.169 session file reach the window: the entity named there (and
     never in the prompt) is pushed on the first prompt, as a pointer."""
-    folder = lane_hook.home / ".codex" / "sessions" / "2026" / "12" / "01"
+    folder = hook.home / ".codex" / "sessions" / "2026" / "12" / "01"
     folder.mkdir(parents=True)
     transcript = folder / "rollout-lane.jsonl"
     transcript.write_bytes(codex_user("Kofi Mensah sent the draft.") + codex_reply("Noted, I will read it."))
-    result = lane_hook("lane-codex", "what does he want changed?", "--harness", "codex",
+    result = hook("lane-codex", "what does he want changed?", "--harness", "codex",
                        transcript_path=str(transcript))
     assert printed(result.stdout) == ["people/kofi-mensah"]
     assert block_sections(result.stdout)["pointer"], result.stdout

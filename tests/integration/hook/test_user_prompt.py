@@ -10,7 +10,6 @@ path from the worker's per-session state), with the slugs already delivered excl
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -83,7 +82,7 @@ def test_rationales_in_the_events_table(hook: HookRunner, brain: BrainIndex, hoo
     assert len(printed(hook("why-1", prompt).stdout)) == 4
     wait_rows(hook_settings.database_url, "why-1", 4)
     with psycopg.connect(hook_settings.database_url, autocommit=True) as conn:
-        got = dict(conn.execute("SELECT slug, rationale FROM context_volunteer_events WHERE session_id = %s",
+        got: dict[str, str] = dict(conn.execute("SELECT slug, rationale FROM context_volunteer_events WHERE session_id = %s",
                                 ("why-1",)).fetchall())
     assert got == {p["slug"]: p["rationale"] for p in expected(brain, [("user", prompt)])}
     assert got[ALICE] == 'title match "Alice Example"'

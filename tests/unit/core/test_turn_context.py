@@ -16,7 +16,12 @@ from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import extract_candidates
 from pipeline.core.pages import Page
 from pipeline.core.session import DecisionOptions, SessionState, step
-from pipeline.core.turn_context import clamp_reflex_max_pointers, reflex_pointers, reflex_rationale, turn_context
+from pipeline.core.turn_context import (
+    clamp_reflex_max_pointers,
+    reflex_pointers,
+    reflex_rationale,
+    turn_context,
+)
 from pipeline.core.types import ARM_CONFIDENCE
 
 ALICE, BOB, CAROL, DAN, SWAMI, ACME = ("people/alice-example", "people/bob-sample", "people/carol-demo",
