@@ -233,3 +233,16 @@ def test_stream_turns_get_the_turn_context_only_when_asked(brain: BrainIndex) ->
     events = volunteered(asked.run(asked.append(turn(1, FIVE, channel="stream"))))
     assert [e.kind for e in events][:3] == ["pointer"] * 3 and len(events) == 5
     assert state_of(asked).state.surfaced == dict.fromkeys([e.slug for e in events], 1)
+
+
+def test_a_redelivered_delivery_emits_the_same_pointer_events(brain: BrainIndex, reflex_settings: Settings) -> None:
+    part = Partition(WindowProcessor(reflex_settings), brain)
+    (proposal,) = part.run(part.append(turn(1, FIVE))).proposals
+    slugs = [p.slug for p in (*proposal.pointers, *proposal.pages)]
+    recs = part.append(delivered(1, *slugs), turn(2, FIVE))
+    crashed = part.run(recs, save=False)  # published, then died before saving
+    again = part.run(recs)
+    assert [(e.event_id, e.kind) for e in volunteered(again)] == [(e.event_id, e.kind) for e in volunteered(crashed)]
+    assert [e.kind for e in volunteered(again)] == ["pointer"] * 3 + ["page"] * len(proposal.pages)
+    assert (again.proposals[0].pointers, again.proposals[0].pages) == ((), ())  # all given at turn 1
+    assert part.run(recs).volunteered == []
