@@ -7,12 +7,12 @@ A harness prompt gets two kinds of items, computed over the same window:
    ``reflex_max_pointers`` (default 3) and **no confidence gate**: a slug-suffix match (0.6) can be a
    pointer. Each carries its arm's *base* confidence and the reflex rationale ``<arm> match
    "<display>"`` (§10, what the reference logs for pointers).
-2. **Pages**: the ordinary volunteer decision (gate, boost, ``max_pages``) with the pointer slugs
-   excluded, so a turn naming four or five entities gets all of them at once: 3 pointers and 1-2
-   pages.
+2. **Pages**: the ordinary volunteer gate (threshold, boost, ``max_pages``) over the resolver pool
+   of 10, with the pointer slugs excluded, so a turn naming four or five entities gets all of them
+   at once: 3 pointers and 1-2 pages.
 
 Both are returned as :class:`VolunteeredPage` records (the record the events table and the
-``volunteered`` topic already carry). Pure: built on the public resolver and :func:`decide`.
+``volunteered`` topic already carry). Pure: built on the public resolver and gate.
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ from dataclasses import dataclass
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import Candidate
-from pipeline.core.gate import _is_collapsed
+from pipeline.core.gate import _is_collapsed, gate
 from pipeline.core.jscompat import is_js_number
 from pipeline.core.normalize import collapse_whitespace
-from pipeline.core.op import decide
 from pipeline.core.resolve import RESOLVER_POOL, resolve_with_index
 from pipeline.core.tally import DecisionTally
-from pipeline.core.types import VolunteeredPage
-from pipeline.core.window import merge_window
+from pipeline.core.types import Pointer, VolunteeredPage
+from pipeline.core.window import WindowCandidate, merge_window
 
 __all__ = [
     "DEFAULT_REFLEX_MAX_POINTERS",
@@ -72,6 +71,44 @@ class TurnContext:
         return [p.slug for p in self.pointers] + [p.slug for p in self.pages]
 
 
+def _walk(
+    turns: Sequence[tuple[str, Sequence[Candidate]]],
+    brain: BrainIndex,
+    source_ids: Sequence[str],
+    pool: int,
+    lexical_arms: bool,
+    exclude_slugs: Collection[str],
+) -> tuple[int, list[Pointer], dict[str, WindowCandidate]]:
+    """``(candidates, resolver pointers in order, norm map)``: enough pointers that ``pool`` of them
+    survive the exclusion (a slug can appear once per source)."""
+    if not turns or not source_ids:
+        return 0, [], {}
+    candidates = merge_window(turns)
+    if not candidates:
+        return 0, [], {}
+    wanted = pool + len(exclude_slugs) * len(source_ids)
+    pointers, by_norm = resolve_with_index(candidates, brain, source_ids, lexical_arms=lexical_arms,
+                                           max_pointers=wanted)
+    return len(candidates), pointers, by_norm
+
+
+def _as_pointers(resolved: Sequence[Pointer], cap: int, exclude_slugs: Collection[str],
+                 exclude_slug_prefixes: Sequence[str], collapse_display: bool) -> list[VolunteeredPage]:
+    prefixes = tuple(exclude_slug_prefixes)
+    out: list[VolunteeredPage] = []
+    for p in resolved:
+        if len(out) >= cap:
+            break
+        if p.slug in exclude_slugs or (prefixes and p.slug.startswith(prefixes)):
+            continue
+        display = p.display
+        if collapse_display and not _is_collapsed(display):
+            display = collapse_whitespace(display)
+        out.append(VolunteeredPage(slug=p.slug, source_id=p.source_id, display=display, confidence=p.confidence,
+                                   arm=p.arm, rationale=reflex_rationale(p.arm, display), synopsis=p.synopsis))
+    return out
+
+
 def reflex_pointers(
     turns: Sequence[tuple[str, Sequence[Candidate]]],
     brain: BrainIndex,
@@ -85,31 +122,12 @@ def reflex_pointers(
 ) -> list[VolunteeredPage]:
     """The window's resolver pointers in resolver order, minus excluded slugs, capped; no gate.
 
-    Suppression is by slug only and comes before the cap (the reference suppresses inside the
-    resolver's walk), so the resolver is asked for enough pointers that the excluded ones cannot
-    crowd out the cap: a slug can appear once per source.
+    Suppression is by slug only and comes before the cap, as the reference suppresses inside the
+    resolver's walk (§5.5), so excluded slugs never crowd out the cap.
     """
-    if not turns or not source_ids:
-        return []
-    candidates = merge_window(turns)
-    if not candidates:
-        return []
     cap = clamp_reflex_max_pointers(max_pointers)
-    pool = cap + len(exclude_slugs) * len(source_ids)
-    resolved, _ = resolve_with_index(candidates, brain, source_ids, lexical_arms=lexical_arms, max_pointers=pool)
-    prefixes = tuple(exclude_slug_prefixes)
-    out: list[VolunteeredPage] = []
-    for p in resolved:
-        if p.slug in exclude_slugs or (prefixes and p.slug.startswith(prefixes)):
-            continue
-        display = p.display
-        if collapse_display and not _is_collapsed(display):
-            display = collapse_whitespace(display)
-        out.append(VolunteeredPage(slug=p.slug, source_id=p.source_id, display=display, confidence=p.confidence,
-                                   arm=p.arm, rationale=reflex_rationale(p.arm, display), synopsis=p.synopsis))
-        if len(out) >= cap:
-            break
-    return out
+    _, resolved, _ = _walk(turns, brain, source_ids, cap, lexical_arms, exclude_slugs)
+    return _as_pointers(resolved, cap, exclude_slugs, exclude_slug_prefixes, collapse_display)
 
 
 def turn_context(
@@ -126,14 +144,34 @@ def turn_context(
     collapse_display: bool = True,
     tally: DecisionTally | None = None,
 ) -> TurnContext:
-    """Pointers, then the volunteer decision with the pointer slugs (and ``exclude_slugs``) excluded."""
-    pointers = reflex_pointers(turns, brain, source_ids=source_ids, max_pointers=max_pointers,
-                               lexical_arms=lexical_arms, exclude_slugs=exclude_slugs,
-                               exclude_slug_prefixes=exclude_slug_prefixes, collapse_display=collapse_display)
-    excluded: Collection[str] = exclude_slugs
-    if pointers:
-        excluded = {*exclude_slugs, *(p.slug for p in pointers)}
-    pages = decide(turns, brain, source_ids=source_ids, max_pages=max_pages, min_confidence=min_confidence,
-                   lexical_arms=lexical_arms, exclude_slugs=excluded, exclude_slug_prefixes=exclude_slug_prefixes,
-                   collapse_display=collapse_display, tally=tally)
+    """Pointers, then the volunteer gate over the resolver pool with the pointer slugs excluded.
+
+    Like the reference hook lane, the slugs already given are suppressed inside the resolver walk
+    for both arms (before the pointer cap and before the pool of 10 the gate sees); the pointer
+    slugs of this turn are then excluded by the gate, before its threshold and cap (§13.1, §6).
+    One resolution serves both arms: the pool is a prefix of the same walk.
+    """
+    cap = clamp_reflex_max_pointers(max_pointers)
+    count, resolved, by_norm = _walk(turns, brain, source_ids, max(cap, RESOLVER_POOL), lexical_arms,
+                                     exclude_slugs)
+    if not resolved:
+        if tally is not None and count:
+            tally.record(count, (), exclude_slugs, ())
+        return TurnContext([], [])
+    pointers = _as_pointers(resolved, cap, exclude_slugs, exclude_slug_prefixes, collapse_display)
+    walked: list[Pointer] = []  # the reference's walk: suppressed entries skipped until the pool is full
+    kept = 0
+    for p in resolved:
+        if kept >= RESOLVER_POOL:
+            break
+        walked.append(p)
+        if p.slug not in exclude_slugs:
+            kept += 1
+    pool = [p for p in walked if p.slug not in exclude_slugs]
+    pointer_slugs = {p.slug for p in pointers}
+    pages = gate(pool, by_norm, window_size=len(turns), max_pages=max_pages, min_confidence=min_confidence,
+                 exclude_slugs=pointer_slugs, exclude_slug_prefixes=exclude_slug_prefixes,
+                 collapse_display=collapse_display)
+    if tally is not None:
+        tally.record(count, walked, {*exclude_slugs, *pointer_slugs}, pages)
     return TurnContext(pointers, pages)

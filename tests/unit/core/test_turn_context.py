@@ -97,6 +97,18 @@ def test_many_suppressed_slugs_cannot_crowd_out_the_cap() -> None:
     assert len(got) == 2 and all(p.slug not in excluded for p in got)  # 12 candidates at most: p11, p12
 
 
+def test_given_slugs_are_suppressed_inside_the_resolver_walk_for_the_pages_too() -> None:
+    """7 given pages ahead of 5 new ones in resolver order: 3 pointers, and the gate still sees the
+    other 2 (the reference suppresses before the pool of 10, not after it)."""
+    big = BrainIndex.build([Page(i, f"people/p{i}", f"Person Number{i}", compiled_truth=f"P{i}.")
+                            for i in range(1, 13)])
+    turns = window(("user", ", ".join(f"Person Number{i}" for i in range(1, 13))))
+    given = {f"people/p{i}": 1 for i in range(1, 8)}
+    ctx = turn_context(turns, big, source_ids=("default",), exclude_slugs=given)
+    assert [p.slug for p in ctx.pointers] == ["people/p8", "people/p9", "people/p10"]
+    assert [p.slug for p in ctx.pages] == ["people/p11", "people/p12"]
+
+
 def test_cap_clamps_like_the_reference_knobs() -> None:
     assert [clamp_reflex_max_pointers(v) for v in (None, 0, -1, 0.5, float("nan"), "3", True)] == [3] * 7
     assert [clamp_reflex_max_pointers(v) for v in (1, 2.9, 5, 50)] == [1, 2, 5, 10]
