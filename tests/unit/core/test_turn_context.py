@@ -189,3 +189,50 @@ def test_pointers_are_kept_for_redelivery_and_old_states_still_read() -> None:
           b'"Alice Example",0.85,"title","r",""]]}}'
     legacy = SessionState.from_bytes(old)
     assert (legacy.last_turn, legacy.pointers, list(legacy.emissions)) == (3, {}, [2])
+
+
+# ----------------------------------------------------------------------------- against the reference's own composition
+
+
+def reference_composition(turns: list[tuple[str, str]], brain: BrainIndex, given: list[str],
+                          source: str) -> tuple[list[str], list[str]]:
+    """§13.1 written the reference's way, from the public pieces: the earlier blocks as prior
+    context (slug-substring suppression inside the resolver), pointers = resolver with cap 3, then
+    ``volunteerContext`` with the same prior context and the pointer slugs excluded."""
+    from pipeline.core.op import decide
+    from pipeline.core.resolve import resolve
+    from pipeline.core.window import extract_window
+
+    prior = "\n".join(f"- → `{slug}`" for slug in given)
+    pointers = resolve(extract_window(turns), brain, [source], prior_context=prior, max_pointers=3)
+    pages = decide([(r, extract_candidates(t)) for r, t in turns], brain, source_ids=[source],
+                   prior_context=prior, exclude_slugs={p.slug for p in pointers})
+    return [p.slug for p in pointers], [p.slug for p in pages]
+
+
+def test_every_conformance_session_matches_the_reference_composition(conformance_brain: BrainIndex) -> None:
+    """All watch sessions of the conformance set, every turn a harness prompt whose items were all
+    printed. The only allowed difference is the reference's substring suppression (a given slug
+    inside another slug), which the session state replaces by exact slugs."""
+    from tests.unit.core.conftest import WATCH_CASES
+    from tests.unit.core.test_session import turns_of
+
+    compared = differed = 0
+    for case in WATCH_CASES:
+        if case["flags"]:
+            continue
+        source = "default"
+        state, history, given = SessionState(), [], []
+        for role, text in turns_of(case):
+            history.append((role, text))
+            result = step(state, role, text, conformance_brain, source_id=source, options=REFLEX)
+            want = reference_composition(history[-4:], conformance_brain, given, source)
+            got = ([p.slug for p in result.pointers], [p.slug for p in result.pages])
+            compared += 1
+            if got != want:
+                differed += 1
+                assert any(g != s and s in g for g in given for s in (*got[0], *got[1])), (case["id"], got, want)
+            for p in result.pointers:
+                assert p.rationale == f'{p.arm} match "{p.display}"' and p.confidence == ARM_CONFIDENCE[p.arm]
+            given += got[0] + got[1]
+    assert compared > 1000 and differed <= compared // 50, (compared, differed)
