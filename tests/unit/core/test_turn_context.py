@@ -222,7 +222,9 @@ def test_every_conformance_session_matches_the_reference_composition(conformance
         if case["flags"]:
             continue
         source = "default"
-        state, history, given = SessionState(), [], []
+        state = SessionState()
+        history: list[tuple[str, str]] = []
+        given: list[str] = []
         for role, text in turns_of(case):
             history.append((role, text))
             result = step(state, role, text, conformance_brain, source_id=source, options=REFLEX)
