@@ -98,3 +98,35 @@ def test_codex_0169_transcript_warms_the_window(hook: HookRunner, hook_settings:
     assert block_sections(result.stdout)["pointer"], result.stdout
     rows = wait_rows(hook_settings.database_url, "lane-codex", 1)
     assert [(slug, channel) for _, slug, channel, *_ in rows] == [("people/kofi-mensah", "codex")]
+
+
+def test_stream_consumers_get_the_turn_context_when_the_worker_is_asked(
+        hook_settings: Settings, worker_brain: Path, tmp_path: Path) -> None:
+    """VOLUNTEER_REFLEX_STREAM=on: an ordinary (non-harness) turn published with the client gets
+    pointers then pages at once, written with the stream's channel; pointers as the reference logs them."""
+    import asyncio
+
+    from pipeline.client.publisher import TurnPublisher
+    from tests.integration.hook.conftest import Worker
+
+    settings = hook_settings.with_overrides(app_id=hook_settings.app_id + "-stream")
+    worker = Worker(settings, tmp_path / "w.log", tmp_path / "d", brain=worker_brain,
+                    env_extra={"VOLUNTEER_REFLEX_STREAM": "on"}).start()
+    try:
+        worker.wait_ready()
+        text = SESSIONS[0]["prompts"][0]["prompt"]  # five entities
+
+        async def publish() -> None:
+            async with TurnPublisher(settings) as publisher:
+                await publisher.publish("lane-stream-1", "user", text, channel="app")
+
+        asyncio.run(publish())
+        want = set(SESSIONS[0]["prompts"][0]["expect"])
+        rows = wait_rows(settings.database_url, "lane-stream-1", len(want))
+        got = event_rows(settings.database_url, "lane-stream-1", ", rationale")
+        assert {slug for _, slug, *_ in got} == want and len(rows) == len(want)
+        assert {channel for _, _, channel, *_ in got} == {"app"}
+        reflex = [r for r in got if r[5] == f'{r[3]} match "{r[5].split(chr(34))[1]}"']
+        assert len(reflex) == 3 and all(r[4] == ARM_CONFIDENCE[r[3]] for r in reflex)
+    finally:
+        worker.stop()
