@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     )
     log_format: str = Field("auto", description="auto | json | console.")
     log_level: str = Field("INFO", description="Log level.")
+    ready_max_lag: int = Field(
+        10_000, ge=0,
+        description="Readiness (/readyz): at most this many records behind on the partitions a worker owns.")
 
     # --- security (passed through to aiokafka / libpq) ------------------------------------
     kafka_security_protocol: str = Field("PLAINTEXT", description="PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL.")

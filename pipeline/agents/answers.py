@@ -311,6 +311,9 @@ def register_views(ctx: StreamApp) -> None:
     ctx.app.page(TURNS_PATH)(HookTurns)
     ctx.app.page(DELIVERED_PATH)(HookDelivered)
     ctx.app.page(HEALTH_PATH)(HookHealth)
+    from pipeline.agents.health import register_health_views
+
+    register_health_views(ctx)  # /livez, /readyz for probes
 
     @ctx.app.task
     async def announce_hook_endpoint() -> None:  # runs once logging is set up
