@@ -6,6 +6,11 @@ directory, the server listening on 127.0.0.1 only, with its log and Unix socket 
 directory. PostgreSQL refuses to run as root, so as root the server commands run as the
 ``postgres`` OS user (``runuser``) and the directory is handed to that user.
 
+With ``listen`` (``volunteer up --listen ADDR``) the server also listens on ADDR for other hosts, and
+logins over any address but loopback need the ``postgres`` role's password (SCRAM), which is set
+on every start: trust stays limited to the Unix socket and 127.0.0.1, so another host never gets
+in without the password.
+
 Without a ``data_dir`` the cluster is throwaway (a temp dir, durability switched off for speed,
 removed by :meth:`EmbeddedPostgres.close`); with one, data survives restarts and is never deleted.
 """
@@ -104,7 +109,13 @@ class EmbeddedPostgres:
         bin_dir: str | os.PathLike[str] | None = None,
         durable: bool | None = None,
         start_timeout: float = 60.0,
+        listen: str | None = None,
+        password: str | None = None,
     ) -> None:
+        if listen is not None and not password:
+            raise EmbeddedPostgresError("listening beyond loopback needs a password for the postgres role")
+        self.listen = listen
+        self.password = password
         self._bin = find_bin_dir(bin_dir)
         self._given_dir = Path(data_dir).resolve() if data_dir is not None else None
         self._root: Path | None = self._given_dir
@@ -146,6 +157,16 @@ class EmbeddedPostgres:
         return f"postgresql://{SERVER_USER}@127.0.0.1:{self.port}/{database}"
 
     @property
+    def remote_url(self) -> str:
+        """The URL other hosts use: the listen address, with the password (SCRAM); ``url`` without listen."""
+        if self.listen is None or self.password is None:
+            return self.url
+        from urllib.parse import quote
+
+        host = f"[{self.listen}]" if ":" in self.listen else self.listen
+        return f"postgresql://{SERVER_USER}:{quote(self.password, safe='')}@{host}:{self.port}/{DATABASE}"
+
+    @property
     def running(self) -> bool:
         """Started by us and its postmaster process still alive (a killed server reads as stopped)."""
         if not self._running or self._root is None:
@@ -185,6 +206,8 @@ class EmbeddedPostgres:
             try:
                 self._pg_ctl_start()
                 self._running = True
+                if self.listen is not None:
+                    self._set_password()
                 return self
             except EmbeddedPostgresError as exc:
                 last_error = exc
@@ -295,11 +318,44 @@ class EmbeddedPostgres:
         if result.returncode != 0:
             raise EmbeddedPostgresError(f"initdb failed: {_tail(result.stderr or result.stdout)}")
 
+    def _write_hba(self) -> None:
+        """Trust on the Unix socket and loopback only; every other address needs the password."""
+        lines = [
+            "# written by volunteer (embedded PostgreSQL listening beyond loopback)",
+            "local all all trust",
+            "host all all 127.0.0.1/32 trust",
+            "host all all 0.0.0.0/0 scram-sha-256",
+            "host all all ::/0 scram-sha-256",
+        ]
+        hba = self.pgdata / "pg_hba.conf"
+        hba.write_text("\n".join(lines) + "\n")
+        user = self._server_user()
+        if user is not None:
+            os.chown(hba, user.pw_uid, user.pw_gid)
+
+    def _set_password(self) -> None:
+        """Give the ``postgres`` role the password (SCRAM), over the Unix socket (trust)."""
+        import psycopg
+        from psycopg import sql
+
+        assert self.password is not None
+        try:
+            with psycopg.connect(host=str(self.root), port=self.port, user=SERVER_USER, dbname=DATABASE,
+                                 autocommit=True, connect_timeout=10) as conn:
+                conn.execute("SET password_encryption = 'scram-sha-256'")
+                conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                    sql.Identifier(SERVER_USER), sql.Literal(self.password)))
+        except psycopg.Error as exc:
+            raise EmbeddedPostgresError(f"cannot set the postgres role's password: {exc}") from None
+
     def _pg_ctl_start(self) -> None:
+        addresses = "127.0.0.1" if self.listen is None else f"127.0.0.1,{self.listen}"
+        if self.listen is not None:
+            self._write_hba()
         options = [
             f"-p {self.port}",
             f"-k {self.root}",
-            "-c listen_addresses=127.0.0.1",
+            f"-c listen_addresses={addresses}",
         ]
         if not self.durable:
             options.extend(THROWAWAY_OPTIONS)
