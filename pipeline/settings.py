@@ -7,10 +7,12 @@ reference does, so settings tuned on gbrain carry over unchanged.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+MAX_PORT = 65535
 
 EMBEDDED_BROKER_SCHEME = "tansu"
 """A broker URL with this scheme names the embedded Tansu broker (``tansu://127.0.0.1:PORT``).
@@ -47,8 +49,9 @@ class Settings(BaseSettings):
     min_confidence: float | None = Field(None, description="Gate; outside [0, 1] or missing means 0.7.")
     source: str = Field("default", description="Brain source id turns resolve against unless they name one.")
     lexical_arms: bool = Field(True, description="Weak-alias, surname and CJK arms (gbrain's kill switch).")
-    exclude_slug_prefixes: list[str] = Field(
-        default_factory=list, description="Slugs starting with any of these are never volunteered."
+    exclude_slug_prefixes: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Slugs starting with any of these are never volunteered (comma-separated, or a JSON list).",
     )
     channel: str = Field("stream", description="Channel logged for turns that do not name one.")
 
@@ -74,8 +77,8 @@ class Settings(BaseSettings):
     purge_retention_days: float = Field(90, gt=0, description="Events older than this are purged.")
     purge_cron: str = Field("17 3 * * *", description="Crontab (UTC) of the leader-only purge task.")
     purge_batch_size: int = Field(5000, ge=1, description="Rows deleted per purge statement.")
-    web_port: int = Field(6066, ge=0, description="Faust web port (0 = pick a free one).")
-    metrics_port: int = Field(9464, ge=0, description="Prometheus metrics port (0 = off).")
+    web_port: int = Field(6066, ge=0, le=MAX_PORT, description="Faust web port (0 = pick a free one).")
+    metrics_port: int = Field(9464, ge=0, le=MAX_PORT, description="Prometheus metrics port (0 = off).")
     metrics_host: str = Field(
         "127.0.0.1", description="Address the metrics endpoint listens on (0.0.0.0 in a container)."
     )
@@ -94,10 +97,45 @@ class Settings(BaseSettings):
     kafka_sasl_username: str | None = Field(None, description="SASL user name.")
     kafka_sasl_password: str | None = Field(None, description="SASL password.")
 
+    @field_validator("exclude_slug_prefixes", mode="before")
+    @classmethod
+    def _split_list(cls, value: Any) -> Any:
+        """``a/,b/`` or ``["a/", "b/"]`` from the environment; a list from code passes through."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            import json
+
+            try:
+                return json.loads(text)
+            except ValueError:
+                raise ValueError("not a JSON list; use a comma-separated list or [\"a\", \"b\"]") from None
+        return [part.strip() for part in text.split(",") if part.strip()]
+
+    @field_validator("purge_cron")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        """Checked here, at start-up, so a bad crontab stops the worker before it joins the group."""
+        from croniter import croniter
+
+        if not croniter.is_valid(value):
+            raise ValueError(f"{value!r} is not a crontab expression (five fields, e.g. '17 3 * * *')")
+        return value
+
     def with_overrides(self, **overrides: Any) -> Settings:
-        """A copy with the given (non-None) values replaced: how CLI flags win over env and defaults."""
+        """A copy with the given (non-None) values replaced: how CLI flags win over env and defaults.
+
+        The copy is validated like the environment is, so ``sink_batch_size=0`` from code or a
+        flag is refused the same way ``VOLUNTEER_SINK_BATCH_SIZE=0`` is.
+        """
         values = {k: v for k, v in overrides.items() if v is not None}
-        return self.model_copy(update=values)
+        if not values:
+            return self
+        unknown = sorted(set(values) - set(type(self).model_fields))
+        if unknown:
+            raise TypeError(f"unknown setting(s): {', '.join(unknown)}")
+        return type(self).model_validate({**self.model_dump(), **values})
 
     @property
     def broker_is_embedded(self) -> bool:

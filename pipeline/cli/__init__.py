@@ -46,6 +46,13 @@ class LazyGroup(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; whatever error escapes it leaves as one line with passwords masked."""
+        from pipeline.cli.errors import one_line_errors
+
+        with one_line_errors():
+            return super().invoke(ctx)
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="volunteer-stream", prog_name="volunteer")

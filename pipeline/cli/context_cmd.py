@@ -89,12 +89,12 @@ def settings_or_fail(**overrides: Any) -> Any:
 
     from pipeline.settings import load_settings
 
+    from pipeline.cli.errors import settings_error
+
     try:
         return load_settings(**overrides)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        name = "VOLUNTEER_" + "_".join(str(p) for p in first.get("loc", ())).upper()
-        raise click.ClickException(f"bad setting {name}: {first.get('msg')}") from None
+        raise settings_error(exc) from None
 
 
 # ---------------------------------------------------------------------------- input

@@ -261,6 +261,7 @@ def demo(pace: float, keep_logs: bool) -> None:
     """
     from pipeline.braindir import iter_brain_dir
     from sinks.brain_import import import_brain
+    from sinks.db import redact
     from sinks.stats import format_stats, usage_stats
 
     started = time.monotonic()
@@ -277,7 +278,7 @@ def demo(pace: float, keep_logs: bool) -> None:
     try:
         say("starting the embedded broker and PostgreSQL")
         services.start()
-        say(f"broker {services.broker_url}, database {services.database_url} (migrated)")
+        say(f"broker {services.broker_url}, database {redact(services.database_url)} (migrated)")
         brain_dir = samples_dir() / "brain"
         pages, aliases = iter_brain_dir(brain_dir)
         report = import_brain(services.database_url, pages, aliases)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import secrets
 import signal
 import socket
 import sys
@@ -39,7 +38,7 @@ class EmbeddedServices:
 
     @property
     def database_url(self) -> str:
-        """The URL to hand out: on the listen address with the password, or loopback without one."""
+        """The URL to hand out: on the listen address with --listen, else on loopback (password included)."""
         assert self.database is not None
         return self.database.remote_url
 
@@ -54,13 +53,11 @@ class EmbeddedServices:
             self.stop()
             raise click.ClickException(str(exc)) from None
         try:
-            password = secrets.token_urlsafe(24) if self.listen is not None else None
-            database = EmbeddedPostgres(self.data_dir, port=self.database_port, listen=self.listen,
-                                        password=password)
+            database = EmbeddedPostgres(self.data_dir, port=self.database_port, listen=self.listen)
             database.start()
             self._stack.callback(database.close)
             self.database = database
-            migrate(database.url)  # over loopback (trust), as the cluster's owner
+            migrate(database.url)
         except (PostgresNotFound, EmbeddedPostgresError, MigrationError, OSError) as exc:
             self.stop()
             raise click.ClickException(f"cannot start the embedded PostgreSQL: {exc}") from None
@@ -122,7 +119,9 @@ def check_listen_address(value: str | None) -> str | None:
 def other_hosts_hint(services: EmbeddedServices) -> list[str]:
     """What to set on the other hosts, for the terminal (the password masked)."""
     assert services.database is not None
-    masked = services.database_url.replace(services.database.password or "\0", "****")
+    from pipeline.masking import mask
+
+    masked = mask(services.database_url, [services.database.password])
     return [
         f"other hosts: VOLUNTEER_BROKER={services.broker_url}",
         f"             VOLUNTEER_DATABASE_URL={masked}  (password: in the line on stdout)",
@@ -142,7 +141,7 @@ def other_hosts_hint(services: EmbeddedServices) -> list[str]:
                    "in memory.")
 @click.option("--listen", "listen", default=None, metavar="ADDR",
               help="Also serve other hosts: the broker listens on and advertises ADDR, PostgreSQL listens "
-                   "on ADDR too and asks for a generated password there (default: 127.0.0.1 only).")
+                   "on ADDR too (password logins only, as on loopback) (default: 127.0.0.1 only).")
 def up(broker_port: int, database_port: int | None, data_dir: Path | None, listen: str | None) -> None:
     """Start the embedded broker and database; keep them running until Ctrl-C or SIGTERM.
 
@@ -150,7 +149,7 @@ def up(broker_port: int, database_port: int | None, data_dir: Path | None, liste
 
     \b
       VOLUNTEER_BROKER=tansu://127.0.0.1:PORT
-      VOLUNTEER_DATABASE_URL=postgresql://postgres@127.0.0.1:PORT/postgres
+      VOLUNTEER_DATABASE_URL=postgresql://postgres:PASSWORD@127.0.0.1:PORT/postgres
 
     Any command given these values works against them, e.g. in another terminal:
 
@@ -164,10 +163,13 @@ def up(broker_port: int, database_port: int | None, data_dir: Path | None, liste
     The database is migrated (volunteer migrate) before the lines are printed. Everything listens
     on 127.0.0.1 only; the broker keeps its data in memory, so it is gone after 'up' stops.
 
+    The database accepts TCP logins only with its random password, which the printed URL carries
+    (it is also kept, 0600, in the data dir's 'password' file): other local users cannot log in.
+    Only these two lines show it; every other message masks it.
+
     With --listen ADDR (an address of this host, e.g. on a private network) workers and clients on
-    other hosts can use them: the lines then name ADDR, and the database URL carries a password
-    generated at start (logins from any address but loopback need it; trust stays on 127.0.0.1
-    and the Unix socket). The broker itself has no authentication: keep ADDR private.
+    other hosts can use them: the lines then name ADDR, and PostgreSQL listens there too, with the
+    same password rule. The broker itself has no authentication: keep ADDR private.
     """
     listen = check_listen_address(listen)
     services = EmbeddedServices(broker_port=broker_port, database_port=database_port, data_dir=data_dir,

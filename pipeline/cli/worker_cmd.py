@@ -22,7 +22,7 @@ from pipeline.cli.streamopts import (
               type=click.Path(file_okay=False, exists=True, path_type=str),
               help="Read the brain from a directory (pages.jsonl [+ aliases.jsonl]) instead of PostgreSQL; "
                    "it is then not refreshed [env: VOLUNTEER_BRAIN].")
-@click.option("--web-port", type=int, default=None, metavar="PORT",
+@click.option("--web-port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
               help="Faust web port (default 6066 [env: VOLUNTEER_WEB_PORT]; 0 = any free port).")
 @click.option("--without-web", is_flag=True, help="Run without the Faust web server.")
 @click.option("--partitions", type=click.IntRange(min=1), default=None, metavar="N",

@@ -62,7 +62,7 @@ def start_services(host: Host, log_dir: Path, timeout: float = 90) -> Services:
     stderr_path = log_dir / "up.stderr"
     with stderr_path.open("wb") as err:
         proc = subprocess.Popen([*host.exec_prefix(), sys.executable, "-m", "pipeline", "up", "--listen", host.address],
-                                cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                                cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, bufsize=0,
                                 env={k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")})
     values: dict[str, str] = {}
     deadline = time.monotonic() + timeout

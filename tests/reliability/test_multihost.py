@@ -91,7 +91,7 @@ def test_up_listen_serves_other_hosts_and_refuses_them_without_the_password(clus
 
     got = cluster.in_client(attempts, timeout=60)
     assert got[0] == "ok", got
-    assert got[1].startswith("refused") and "password" in got[1], got
+    assert got[1].startswith("refused") and "password" in got[1], got  # no trust from another host
     assert got[2].startswith("refused") and "password authentication failed" in got[2], got
     hint = cluster.services.stderr()
     assert "other hosts:" in hint and password not in hint  # the terminal hint masks it

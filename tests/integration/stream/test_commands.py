@@ -64,6 +64,11 @@ def test_up_prints_settings_that_work_and_stops_cleanly() -> None:
         with psycopg.connect(settings.database_url, autocommit=True) as conn:
             row = conn.execute("SELECT to_regclass('context_volunteer_events') IS NOT NULL").fetchone()
             assert row == (True,)
+        # the printed URL carries the cluster's password; without it TCP logins are refused
+        bare = settings.database_url.replace(settings.database_url.split("//", 1)[1].split("@", 1)[0], "postgres")
+        assert bare != settings.database_url
+        with pytest.raises(psycopg.OperationalError, match="password"):
+            psycopg.connect(bare, connect_timeout=5).close()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
         assert not port_open(settings.bootstrap_servers[0])
