@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 LIVE_PATH = "/livez"
 READY_PATH = "/readyz"
+PROBE_PATHS: tuple[str, ...] = (LIVE_PATH, READY_PATH)
+"""Answered without the hook credential by the edge guard (agents/edge.py)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ def test_delivery_survives_a_killed_worker(hook_settings: Settings, tmp_path: Pa
     second: Worker | None = None
     try:
         first.wait_ready()
-        hook = HookRunner(first.url, home, tmp_path / "state")
+        hook = HookRunner(first.url, home, tmp_path / "state", secrets_dir=first.state_dir)
         prompt = "Did Alice Example reply about Kiteline?"
         pages = volunteer_context(f"user: {prompt}", load_brain_dir(SAMPLE_BRAIN))["pages"]
         assert [p["slug"] for p in pages] == [ALICE, KITELINE]

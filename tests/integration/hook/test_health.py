@@ -69,3 +69,23 @@ def test_ready_is_503_on_a_worker_that_owns_no_partition(module_broker_url: str,
     finally:
         for w in pair:
             w.stop()
+
+
+def test_probes_need_no_credential_but_keep_the_edge_checks(worker: Worker) -> None:
+    """Unsigned GETs of the probes are answered; a web page (Origin) and a POST are refused; an
+    unsigned request to a hook path still is (401)."""
+    def status(path: str, method: str = "GET", **headers: str) -> int:
+        request = urllib.request.Request(worker.url + path, method=method, headers=headers,
+                                         data=b"{}" if method == "POST" else None)
+        if method == "POST":
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+
+    assert status(LIVE_PATH) == 200
+    assert status(READY_PATH, Origin="http://evil.example") == 403
+    assert status(LIVE_PATH, "POST") == 405
+    assert status("/volunteer/hook/health") == 401

@@ -32,6 +32,7 @@ from tests.integration.hook.conftest import (
     Worker,
     event_rows,
     free_port,
+    signed_post,
     wait_rows,
 )
 
@@ -207,7 +208,8 @@ def test_no_worker_prints_nothing_and_keeps_numbering(hook: HookRunner, hook_set
     up = hook("down-1", "Did Alice Example reply?")
     assert printed(up.stdout) == [ALICE]
     rows = wait_rows(hook_settings.database_url, "down-1", 1)
-    assert [(turn, slug) for turn, slug, *_ in rows] == [(2, ALICE)]  # number 1 was used up, never reused
+    # No worker passed the handshake, so nothing was numbered or sent: the session starts at turn 1.
+    assert [(turn, slug) for turn, slug, *_ in rows] == [(1, ALICE)]
 
 
 class SilentServer:
@@ -254,15 +256,11 @@ def test_deadline_prints_nothing_and_exits_zero(hook: HookRunner) -> None:
 
 def test_pages_proposed_after_the_deadline_are_neither_counted_nor_suppressed(
         hook: HookRunner, worker: Worker, hook_settings: Settings) -> None:
-    import urllib.request
-
     # What a hook whose deadline ran out leaves behind: the turn published, nobody waiting.
-    body = orjson.dumps({"session_id": "late-1", "channel": "claude-code", "wait_turn": 1, "wait_ms": 0,
-                         "turns": [{"role": "user", "text": "Did Alice Example reply?", "turn": 1}]})
-    request = urllib.request.Request(worker.url + "/volunteer/hook/turns", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert orjson.loads(response.read())["status"] in ("timeout", "ok")
+    body = {"session_id": "late-1", "channel": "claude-code", "wait_turn": 1, "wait_ms": 0,
+            "turns": [{"role": "user", "text": "Did Alice Example reply?", "turn": 1}]}
+    assert worker.state_dir is not None
+    assert signed_post(worker.url, "/volunteer/hook/turns", body, worker.state_dir)["status"] in ("timeout", "ok")
     # The hook's own numbering starts at 1 too: the worker says "duplicate", the hook catches up.
     result = hook("late-1", "Alice Example again?")
     assert printed(result.stdout) == [ALICE]
@@ -301,7 +299,7 @@ def test_doctor_flags_the_quiet_cases_and_reconciles(worker: Worker, hook_settin
     assert check["status"] == "warn" and "claude-code: hook installed" in check["detail"]
     assert "never called" in check["detail"] and "restart your Claude Code sessions" in check["hint"]
 
-    hook = HookRunner(worker.url, home, state)
+    hook = HookRunner(worker.url, home, state, secrets_dir=worker.state_dir)
     for _ in range(2):
         assert hook("doc-1", "Did Alice Example reply?", VOLUNTEER_HOOK_URL=f"http://127.0.0.1:{free_port()}"
                     ).stdout == b""

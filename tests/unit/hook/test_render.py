@@ -86,8 +86,10 @@ def test_raw_http_responses_are_parsed() -> None:
     assert split_url("http://127.0.0.1:6066/") == ("127.0.0.1", 6066, "")
     assert split_url("http://[::1]:7/base/") == ("::1", 7, "/base")
     assert split_url("localhost") == ("localhost", 80, "")
+    assert split_url("https://host:1") == ("host", 1, "")  # TLS for workers on other hosts
+    assert split_url("https://host") == ("host", 443, "")
     with pytest.raises(WorkerUnavailable, match="bad_url"):
-        split_url("https://host:1")
+        split_url("ftp://host:1")
     assert parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}junk") == (200, b"{}")
     assert parse_response(b"HTTP/1.1 400 Bad\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n") == (400, b"{}")
     with pytest.raises(WorkerUnavailable, match="truncated"):
