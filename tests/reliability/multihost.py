@@ -10,6 +10,7 @@ between the client and the services crosses the bridge like traffic between mach
 from __future__ import annotations
 
 import os
+import secrets
 import select
 import subprocess
 import sys
@@ -94,10 +95,11 @@ class HostWorker(WorkerProc):
                 stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
-    def probe(self, path: str) -> tuple[int, dict[str, Any]]:
-        """GET a probe from inside the worker's own host, as a kubelet or compose would."""
+    def probe(self, path: str, from_ns: str | None = None) -> tuple[int, dict[str, Any]]:
+        """GET a probe on the worker's address, from its own host (as a kubelet would) or another."""
         assert self.host is not None
-        return call_in(self.host.ns, lambda: _get(f"http://127.0.0.1:{WEB_PORT}{path}"), timeout=30)
+        url = f"http://{self.host.address}:{WEB_PORT}{path}"
+        return call_in(from_ns or self.host.ns, lambda: _get(url), timeout=30)
 
 
 def _get(url: str) -> tuple[int, dict[str, Any]]:
@@ -121,6 +123,7 @@ class Cluster:
     workers: dict[str, HostWorker] = field(default_factory=dict)
     retired: list[HostWorker] = field(default_factory=list)
     worker_env: dict[str, str] = field(default_factory=dict)
+    token: str = field(default_factory=lambda: secrets.token_hex(32))  # VOLUNTEER_HOOK_TOKEN of every host
 
     @property
     def client(self) -> Host:
@@ -134,7 +137,9 @@ class Cluster:
         index = len(self.retired) + len(self.workers)
         env = worker_env(self.settings, self.root / f"data-{name}-{index}",
                          VOLUNTEER_WEB_HOST=host.address,
-                         VOLUNTEER_WEB_ADVERTISED_URL=f"http://{host.address}:{WEB_PORT}", **self.worker_env)
+                         VOLUNTEER_WEB_ADVERTISED_URL=f"http://{host.address}:{WEB_PORT}",
+                         VOLUNTEER_HOOK_TOKEN=self.token, VOLUNTEER_STATE_DIR=str(self.root / f"state-{name}"),
+                         **self.worker_env)
         worker = HostWorker(env, self.root / f"{name}-{index}.log", ["--brain", str(CONFORMANCE_BRAIN)], host=host)
         self.workers[name] = worker
         return worker.start()
@@ -172,6 +177,7 @@ class ClientProducer(BackgroundProducer):
 
 @dataclass
 class HookCall:
+    session_id: str
     wall_ms: float
     returncode: int
     stdout: bytes
@@ -181,8 +187,8 @@ class HookCall:
     def pages(self) -> int:
         if not self.stdout.strip():
             return 0
-        block = orjson.loads(self.stdout)["hookSpecificOutput"]["additionalContext"]
-        return int(str(block).count("\n- ")) or 1
+        block = str(orjson.loads(self.stdout)["hookSpecificOutput"]["additionalContext"])
+        return block.count("\n- ") + block.startswith("- ")
 
     def problems(self) -> list[str]:
         """What is wrong with this call: too slow, a non-zero exit, stderr, output that is not a hook answer."""
@@ -208,6 +214,7 @@ def call_hook(cluster: Cluster, url: str, session_id: str, prompt: str, state_di
     """The real ``volunteer hook user-prompt`` on the client host, fed a harness's JSON."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
     env.update({"HOME": str(state_dir), "VOLUNTEER_HOOK_URL": url, "VOLUNTEER_HOOK_STATE_DIR": str(state_dir),
+                "VOLUNTEER_STATE_DIR": str(state_dir), "VOLUNTEER_HOOK_TOKEN": cluster.token,
                 "VOLUNTEER_HOOK_DEADLINE_MS": str(HOOK_DEADLINE_MS), **extra})
     payload = orjson.dumps({"session_id": session_id, "prompt": prompt, "cwd": str(state_dir),
                             "hook_event_name": "UserPromptSubmit"})
@@ -215,4 +222,4 @@ def call_hook(cluster: Cluster, url: str, session_id: str, prompt: str, state_di
     started = time.monotonic()
     done = subprocess.run([*cluster.client.exec_prefix(), str(script), "hook", "user-prompt"], input=payload,
                           capture_output=True, env=env, cwd=ROOT, timeout=60)
-    return HookCall((time.monotonic() - started) * 1000, done.returncode, done.stdout, done.stderr)
+    return HookCall(session_id, (time.monotonic() - started) * 1000, done.returncode, done.stdout, done.stderr)

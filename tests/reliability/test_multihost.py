@@ -15,7 +15,10 @@ The short run is in the default suite wherever namespaces can be made (root; CI 
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -97,6 +100,54 @@ def test_up_listen_serves_other_hosts_and_refuses_them_without_the_password(clus
     assert "other hosts:" in hint and password not in hint  # the terminal hint masks it
 
 
+@pytest.fixture(scope="module")
+def started(cluster: Cluster) -> Cluster:
+    """The three worker hosts' workers, ready."""
+    for name in ("w1", "w2", "w3"):
+        cluster.start_worker(name)
+    for worker in cluster.workers.values():
+        worker.wait_ready(timeout=120)
+    return cluster
+
+
+HOOK_SESSIONS = ("hook-", "baseline-")
+HOOK_PROMPT = "Any news from Pinecrest Dynamics about the funding round?"
+HOOK_P99_TARGET_MS = 300.0  # the hook lane's target (docs/hooks.md, "Speed")
+QUIET_FLOOR_MS = 22.0  # 'python -c pass' where that target was measured (docs/hooks.md)
+
+
+def interpreter_floor_ms(cluster: Cluster) -> float:
+    """How long starting and leaving Python takes on the client host right now."""
+    began = time.monotonic()
+    subprocess.run([*cluster.client.exec_prefix(), sys.executable, "-c", "pass"], check=True)
+    return (time.monotonic() - began) * 1000
+
+
+def test_a_hook_on_the_client_host_gets_its_pages_through_any_worker(started: Cluster) -> None:
+    """No fault: 30 prompts of 30 sessions, each sent to one of the three workers in turn (most reach
+    a worker that does not own the session, which forwards it to the owner's advertised URL)."""
+    state_dir = started.root / "hook-baseline"
+    state_dir.mkdir()
+    calls, floor = [], []
+    for i in range(30):
+        via = started.net[("w1", "w2", "w3")[i % 3]].address
+        calls.append(call_hook(started, f"http://{via}:6066", f"baseline-{i}", HOOK_PROMPT, state_dir))
+        floor.append(interpreter_floor_ms(started))
+    walls = sorted(c.wall_ms for c in calls)
+    p50, p99 = walls[len(walls) // 2], walls[min(len(walls) - 1, int(len(walls) * 0.99))]
+    floor_median = sorted(floor)[len(floor) // 2]
+    # The target was set where starting Python takes ~22 ms; on a busier machine everything the hook
+    # does (mostly starting Python) takes proportionally longer, so the bound scales with the floor.
+    slowdown = max(1.0, floor_median / QUIET_FLOOR_MS)
+    print(f"\nhook from the client host, no fault: median {p50:.0f} ms, p99 {p99:.0f} ms over {len(calls)} calls; "
+          f"'python -c pass' median {floor_median:.0f} ms (x{slowdown:.1f} the quiet machine's)")
+    assert [c.problems() for c in calls if c.problems()] == []
+    assert all(c.pages >= 1 for c in calls), [c.stdout[:200] for c in calls if not c.pages]
+    assert p99 <= HOOK_P99_TARGET_MS * slowdown, walls
+    # the probes answer on the worker's address from another host too (a load balancer's view)
+    assert started.workers["w1"].probe(LIVE_PATH, from_ns=started.client.ns)[0] == 200
+
+
 # ----------------------------------------------------------------------------- the fault run
 
 
@@ -121,6 +172,7 @@ class FaultRun:
     turns: int
     expected_rows: int
     wall_s: float
+    hook_rows: Counter[str] = field(default_factory=Counter)  # session -> rows, and "session|slug" -> rows
 
     def render(self) -> str:
         lines = [f"multi-host run: {self.turns} turns, {self.expected_rows} rows expected, wall {self.wall_s:.1f} s",
@@ -182,7 +234,8 @@ def run_faults(cluster: Cluster, brain: BrainIndex, *, turns: int, rate: float, 
     began = time.monotonic()
     workload = build_workload(turns, seed=seed, concurrent=200)
     for name in ("w1", "w2", "w3"):
-        cluster.start_worker(name)
+        if name not in cluster.workers:
+            cluster.start_worker(name)
     for worker in cluster.workers.values():
         worker.wait_ready(timeout=120)
     producer = ClientProducer(cluster.client.ns, cluster.settings, workload, rate, seed)
@@ -201,9 +254,10 @@ def run_faults(cluster: Cluster, brain: BrainIndex, *, turns: int, rate: float, 
                 hit = time.monotonic()
                 fault.apply(cluster)
                 time.sleep(hold_s / 2)
-                via = cluster.net["w2" if fault.host != "w2" else "w1"].address
+                # the hook asks the host that is hit (the client's own fault: any worker)
+                via = cluster.net[fault.host if fault.host in cluster.workers else "w1"].address
                 hook = call_hook(cluster, f"http://{via}:6066", f"hook-{round_no}-{len(figures)}",
-                                 "Did Alice Example reply about the Example Corp contract?", state_dir)
+                                 HOOK_PROMPT, state_dir)
                 time.sleep(max(0.0, hold_s - (time.monotonic() - hit)))
                 fault.heal(cluster)
                 lasted = time.monotonic() - hit
@@ -221,8 +275,18 @@ def run_faults(cluster: Cluster, brain: BrainIndex, *, turns: int, rate: float, 
     for name, worker in cluster.workers.items():
         assert worker.proc is not None and worker.proc.poll() is None, (
             f"the worker on {name} exited by itself:\n" + worker.log()[-3000:])
-    verdict = cluster.in_client(lambda: verify(cluster.settings, expected), timeout=300)
-    return FaultRun(verdict, figures, producer.sent, len(expected), time.monotonic() - began)
+    verdict = cluster.in_client(lambda: verify(cluster.settings, expected, skip_sessions=HOOK_SESSIONS),
+                                timeout=300)
+    hook_rows = cluster.in_client(lambda: hook_session_rows(cluster.settings.database_url), timeout=60)
+    return FaultRun(verdict, figures, producer.sent, len(expected), time.monotonic() - began, hook_rows)
+
+
+def hook_session_rows(database_url: str) -> Counter[str]:
+    """Rows per hook session (their pages count as volunteered once the hook printed them)."""
+    with psycopg.connect(database_url, autocommit=True, connect_timeout=10) as conn:
+        rows = conn.execute("SELECT session_id, slug FROM context_volunteer_events WHERE session_id LIKE 'hook-%' "
+                            "OR session_id LIKE 'baseline-%'").fetchall()
+    return Counter(str(r[0]) for r in rows) + Counter(f"{r[0]}|{r[1]}" for r in rows)
 
 
 def assert_run(run: FaultRun) -> None:
@@ -232,10 +296,15 @@ def assert_run(run: FaultRun) -> None:
     assert run.verdict.rows_found == run.verdict.rows_expected == run.expected_rows
     for fault in run.faults:
         assert fault.hook is not None and fault.hook.problems() == [], fault.render()
+        # what the hook printed during the fault is in the table exactly once, and nothing else
+        session = fault.hook.session_id
+        assert run.hook_rows[session] == fault.hook.pages, (fault.render(), run.hook_rows[session])
+        assert all(n == 1 for key, n in run.hook_rows.items() if key.startswith(session + "|")), run.hook_rows
         assert fault.recovery_s <= SESSION_TIMEOUT_S + 10, fault.render()
 
 
-def test_faults_across_hosts_lose_and_duplicate_nothing(cluster: Cluster, conformance_brain: BrainIndex) -> None:
+def test_faults_across_hosts_lose_and_duplicate_nothing(started: Cluster, conformance_brain: BrainIndex) -> None:
+    cluster = started
     run = run_faults(cluster, conformance_brain, turns=9000, rate=60, hold_s=8, rounds=1, seed=1616)
     assert_run(run)
     # the partition moved w1's partitions away and gave it some back after the heal
