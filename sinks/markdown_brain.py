@@ -79,7 +79,7 @@ def split_frontmatter(text: str, where: str) -> tuple[dict[str, Any], str]:
             if len(raw.encode("utf-8", "surrogatepass")) > MAX_FRONTMATTER_BYTES:
                 raise PageRefused(refusal(where, f"frontmatter is larger than {MAX_FRONTMATTER_BYTES:,} bytes"))
             try:
-                data = yaml.load(raw, Loader=_NoAliasLoader) if raw.strip() else {}  # noqa: S506 (safe loader)
+                data = yaml.load(raw, Loader=_NoAliasLoader) if raw.strip() else {}
             except PageRefused as exc:
                 raise PageRefused(refusal(where, str(exc))) from None
             except yaml.YAMLError as exc:

@@ -87,9 +87,8 @@ def settings_or_fail(**overrides: Any) -> Any:
     """:func:`pipeline.settings.load_settings`, turning a bad ``VOLUNTEER_*`` value into a one-line error."""
     from pydantic import ValidationError
 
-    from pipeline.settings import load_settings
-
     from pipeline.cli.errors import settings_error
+    from pipeline.settings import load_settings
 
     try:
         return load_settings(**overrides)

@@ -28,6 +28,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -255,12 +256,14 @@ class Network:
                          "--probability", str(loss_percent / 100), "-j", "DROP"])
             return "netem"
         queue = 7
-        self._delayers[host] = subprocess.Popen(
-            [*self.hosts[host].exec_prefix(), os.environ.get("PYTHON", "python3"), "-m", "tests.reliability.nfqueue",
-             str(queue), str(delay_ms)],
+        delayer = subprocess.Popen(
+            [*self.hosts[host].exec_prefix(), sys.executable, "-m", "tests.reliability.nfqueue", str(queue),
+             str(delay_ms)],
             cwd=Path(__file__).resolve().parents[2], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT)
-        line = self._delayers[host].stdout.readline() if self._delayers[host].stdout else b""
+        self._delayers[host] = delayer
+        assert delayer.stdout is not None
+        line = delayer.stdout.readline()
         if not line.startswith(b"bound"):
             raise RuntimeError(f"the NFQUEUE delayer did not start: {line!r}")
         for rule in self._degrade_rules(queue, loss_percent):
