@@ -86,14 +86,10 @@ class HostWorker(WorkerProc):
 
     host: Host | None = None
 
-    def start(self) -> HostWorker:
+    def command(self) -> list[str]:
         assert self.host is not None
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [*self.host.exec_prefix(), sys.executable, "-m", "pipeline", "worker", "--web-port", str(WEB_PORT),
-                 *self.args], env=self.env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True)
-        return self
+        return [*self.host.exec_prefix(), sys.executable, "-m", "pipeline", "worker", "--web-port", str(WEB_PORT),
+                *self.args]
 
     def probe(self, path: str, from_ns: str | None = None) -> tuple[int, dict[str, Any]]:
         """GET a probe on the worker's address, from its own host (as a kubelet would) or another."""
@@ -142,7 +138,8 @@ class Cluster:
                          **self.worker_env)
         worker = HostWorker(env, self.root / f"{name}-{index}.log", ["--brain", str(CONFORMANCE_BRAIN)], host=host)
         self.workers[name] = worker
-        return worker.start()
+        worker.start()
+        return worker
 
     def in_client(self, func: Callable[[], Any], timeout: float = 600) -> Any:
         return call_in(self.client.ns, func, timeout)

@@ -157,12 +157,13 @@ class FaultFigures:
     seconds: float  # how long the fault lasted
     recovery_s: float  # from the heal until the group is back within the lag bound (and the host ready)
     hook: HookCall | None = None
-    notes: list[str] = field(default_factory=list)
+    host_s: float = 0.0  # from the heal until the hit worker is ready with partitions again
 
     def render(self) -> str:
         hook = (f"hook {self.hook.wall_ms:.0f} ms, {self.hook.pages} page(s), problems {self.hook.problems()}"
                 if self.hook else "no hook")
-        return f"{self.name}: {self.seconds:.1f} s, recovered in {self.recovery_s:.1f} s; {hook} {self.notes}"
+        return (f"{self.name}: {self.seconds:.1f} s, host ready after {self.host_s:.1f} s, recovered in "
+                f"{self.recovery_s:.1f} s; {hook}")
 
 
 @dataclass
@@ -224,19 +225,24 @@ def lag_or_none(cluster: Cluster) -> int | None:
         return None
 
 
-def wait_recovered(cluster: Cluster, fault: Fault, ready_before: int, bound: int, timeout: float) -> float:
-    """Seconds from now until the group lag is within ``bound`` and, for a worker host, its worker
-    logged a ready line after the fault and owns partitions again."""
+def wait_recovered(cluster: Cluster, fault: Fault, ready_before: int, bound: int,
+                   timeout: float) -> tuple[float, float]:
+    """``(host_s, recovered_s)`` from now: until the hit worker logged a ready line after the fault
+    and owns partitions again (0 for the client host), and until moreover the group lag is within
+    ``bound``."""
     started = time.monotonic()
+    host_s = float("inf")
     while time.monotonic() - started < timeout:
         worker = cluster.workers.get(fault.host)
         host_ok = worker is None or (worker.ready_count() > (ready_before if fault.name.startswith("w1 cut") else 0)
                                      and bool(worker.owned_partitions()))
+        if host_ok and host_s == float("inf"):
+            host_s = time.monotonic() - started
         lag = lag_or_none(cluster) if host_ok else None
         if lag is not None and lag <= bound:
-            return time.monotonic() - started
+            return host_s, time.monotonic() - started
         time.sleep(0.5)
-    return float("inf")
+    return host_s, float("inf")
 
 
 def run_faults(cluster: Cluster, brain: BrainIndex, *, turns: int, rate: float, hold_s: float, rounds: int,
@@ -271,9 +277,9 @@ def run_faults(cluster: Cluster, brain: BrainIndex, *, turns: int, rate: float, 
                 time.sleep(max(0.0, hold_s - (time.monotonic() - hit)))
                 fault.heal(cluster)
                 lasted = time.monotonic() - hit
-                recovery = wait_recovered(cluster, fault, ready_before, bound, timeout=120)
+                host_s, recovery = wait_recovered(cluster, fault, ready_before, bound, timeout=120)
                 figures.append(FaultFigures(fault.name + (f" (round {round_no + 1})" if rounds > 1 else ""),
-                                            lasted, recovery, hook))
+                                            lasted, recovery, hook, host_s))
                 print(figures[-1].render(), flush=True)
         producer.stopping.set()
         producer.finish()

@@ -39,13 +39,13 @@ class ReleaseWorker(WorkerProc):
 
     release: Release | None = None
 
-    def start(self) -> ReleaseWorker:
+    def command(self) -> list[str]:
         assert self.release is not None
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(self.release.command("worker", "--without-web", *self.args), env=self.env,
-                                         cwd=self.release.tree, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
-        return self
+        return self.release.command("worker", "--without-web", *self.args)
+
+    def workdir(self) -> Path:
+        assert self.release is not None
+        return self.release.tree
 
 
 @pytest.fixture(scope="module")

@@ -195,11 +195,17 @@ class WorkerProc:
     args: list[str] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
 
+    def command(self) -> list[str]:
+        """What to run (subclasses: another host's namespace, another release)."""
+        return [sys.executable, "-m", "pipeline", "worker", "--without-web", *self.args]
+
+    def workdir(self) -> Path:
+        return ROOT
+
     def start(self) -> WorkerProc:
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "pipeline", "worker", "--without-web", *self.args],
-                                         env=self.env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(self.command(), env=self.env, cwd=self.workdir(), stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
     def log(self) -> str:
