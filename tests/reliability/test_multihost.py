@@ -28,7 +28,13 @@ import pytest
 from pipeline.agents.health import LIVE_PATH, READY_PATH
 from pipeline.core.brain import BrainIndex
 from tests.integration.stream.harness import run as run_sync
-from tests.reliability.multihost import ClientProducer, Cluster, HookCall, call_hook, start_services
+from tests.reliability.multihost import (
+    ClientProducer,
+    Cluster,
+    HookCall,
+    call_hook,
+    start_services,
+)
 from tests.reliability.netns import NetnsUnavailable, Network, sweep_stale, unavailable_reason
 from tests.reliability.verify import Verdict, expected_events, verify, wait_until_quiet
 from tests.reliability.workload import Workload, build_workload
@@ -267,6 +273,8 @@ def run_faults(cluster: Cluster, brain: BrainIndex, *, turns: int, rate: float, 
                 assert producer.is_alive(), "the workload ran out before the faults did: raise turns"
                 hit_worker = cluster.workers.get(fault.host)
                 ready_before = hit_worker.ready_count() if hit_worker is not None else 0
+                owned_before = hit_worker.owned_partitions() if hit_worker is not None else []
+                others_lines = {n: len(w.ready_partitions()) for n, w in cluster.workers.items() if n != fault.host}
                 hit = time.monotonic()
                 fault.apply(cluster)
                 time.sleep(hold_s / 2)
@@ -277,7 +285,12 @@ def run_faults(cluster: Cluster, brain: BrainIndex, *, turns: int, rate: float, 
                 time.sleep(max(0.0, hold_s - (time.monotonic() - hit)))
                 fault.heal(cluster)
                 lasted = time.monotonic() - hit
+                taken = sorted({p for n, count in others_lines.items()
+                                for line in cluster.workers[n].ready_partitions()[count:] for p in line} & set(owned_before))
                 host_s, recovery = wait_recovered(cluster, fault, ready_before, bound, timeout=120)
+                if fault.name.startswith("w1 cut off from the broker"):
+                    # its partitions moved to the others during the cut (and it has some again: wait_recovered)
+                    assert taken, (owned_before, others_lines)
                 figures.append(FaultFigures(fault.name + (f" (round {round_no + 1})" if rounds > 1 else ""),
                                             lasted, recovery, hook, host_s))
                 print(figures[-1].render(), flush=True)

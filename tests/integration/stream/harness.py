@@ -232,9 +232,16 @@ class WorkerProc:
 
     def owned_partitions(self) -> list[int]:
         """The partitions of the newest ready line."""
-        line = [ln for ln in self.log().splitlines() if READY_MARK in ln][-1]
-        inside = line.split(READY_MARK, 1)[1].split("]", 1)[0].strip(" [")
-        return [int(p) for p in inside.split(",") if p.strip()]
+        return self.ready_partitions()[-1]
+
+    def ready_partitions(self) -> list[list[int]]:
+        """The partitions of every ready line, oldest first (one per rebalance)."""
+        out = []
+        for line in self.log().splitlines():
+            if READY_MARK in line:
+                inside = line.split(READY_MARK, 1)[1].split("]", 1)[0].strip(" [")
+                out.append([int(p) for p in inside.split(",") if p.strip()])
+        return out
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
         assert self.proc is not None
