@@ -22,6 +22,7 @@ from pipeline.agents.answers import AnswerBoard, register_views
 from pipeline.agents.brain import BrainHolder
 from pipeline.agents.sink import EventWriter
 from pipeline.agents.state import SessionTable
+from pipeline.agents.statecrypt import StateCipher, cipher_from
 from pipeline.agents.window import WindowProcessor, decision_options
 from pipeline.core.session import DecisionOptions
 from pipeline.embedded import tansu_quirks
@@ -60,8 +61,11 @@ class StreamApp:
     """One worker's Faust app and everything its agents share."""
 
     def __init__(self, settings: Settings, brain: BrainHolder, *, options: DecisionOptions | None = None,
-                 partitions: int | None = None, web_enabled: bool = False, web_port: int | None = None) -> None:
+                 partitions: int | None = None, web_enabled: bool = False, web_port: int | None = None,
+                 state_cipher: StateCipher | None = None) -> None:
         self.settings = settings
+        # the session table's values are sealed (agents/statecrypt.py); raises StateKeyError
+        self.cipher = state_cipher or cipher_from(settings.state_key, settings.state_key_file)
         self.brain = brain
         self.options = options if options is not None else decision_options(settings)
         self.partitions = partitions or settings.topic_partitions
@@ -119,7 +123,7 @@ class StreamApp:
                                   partitions=self.partitions, beacon=self.app.tables.beacon,
                                   help="Per-session window state (header + SessionState bytes).")
         self.app.tables.add(self.table)
-        self.processor = WindowProcessor(settings, self.options)
+        self.processor = WindowProcessor(settings, self.options, cipher=self.cipher)
         self.writer = EventWriter(settings.database_url, settings.topic_volunteered)
         self.answers = AnswerBoard()  # pages proposed to waiting hooks (agents/answers.py)
         self.metrics = WorkerMetrics()  # served by run_worker when VOLUNTEER_METRICS_PORT is set

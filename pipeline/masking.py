@@ -56,7 +56,8 @@ def process_secrets() -> frozenset[str]:
     found: set[str] = set()
     for text in texts:
         found |= passwords_in(text)
-    for key in ("PGPASSWORD", "VOLUNTEER_KAFKA_SASL_PASSWORD", "VOLUNTEER_WORKER_ROLE_PASSWORD"):
+    for key in ("PGPASSWORD", "VOLUNTEER_KAFKA_SASL_PASSWORD", "VOLUNTEER_WORKER_ROLE_PASSWORD",
+                "VOLUNTEER_STATE_KEY", "VOLUNTEER_HOOK_TOKEN"):
         value = os.environ.get(key)
         if value:
             found.add(value)

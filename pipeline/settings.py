@@ -103,6 +103,14 @@ class Settings(BaseSettings):
     metrics_host: str = Field(
         "127.0.0.1", description="Address the metrics endpoint listens on (0.0.0.0 in a container)."
     )
+    state_key: str | None = Field(
+        None,
+        description="AES-256 key (base64 of 32 bytes) sealing the session table's values; every worker of one app "
+                    "id needs the same key. Unset: the key file.")
+    state_key_file: str | None = Field(
+        None,
+        description="File holding the state key, created 0600 when absent (default "
+                    "~/.local/state/volunteer/state.key; workers on one host share it).")
     log_format: str = Field("auto", description="auto | json | console.")
     log_level: str = Field("INFO", description="Log level.")
     ready_max_lag: int = Field(

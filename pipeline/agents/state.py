@@ -1,6 +1,9 @@
 """What the window agent keeps per session in its changelog-backed table, and that table.
 
-A table value is a fixed 19-byte header followed by the core's ``SessionState.to_bytes()``:
+A table value is a fixed 19-byte header followed by the core's ``SessionState.to_bytes()``,
+sealed with AES-GCM (:mod:`pipeline.agents.statecrypt`) in version 2; version 1 values (the
+state in clear, written before states were sealed) are still read, and rewritten sealed the next
+time their session changes. The header stays readable:
 
 - the source partition and offset of the last ``turns`` record applied to the state, so a record
   redelivered after the state was saved is recognised even when it carries no turn number (the
@@ -22,11 +25,14 @@ from typing import Any
 import faust
 
 from pipeline.agents.bulk_send import send_all
+from pipeline.agents.statecrypt import SealedStateError, StateCipher
 from pipeline.core.session import SessionState
 
 _HEADER = struct.Struct(">BHqq")  # version, partition, offset, last activity ms
 HEADER_SIZE = _HEADER.size
-_VERSION = 1
+PLAIN_VERSION = 1
+SEALED_VERSION = 2
+_VERSIONS = (PLAIN_VERSION, SEALED_VERSION)
 NO_OFFSET = -1
 
 
@@ -43,14 +49,27 @@ class SessionRecord:
     offset: int = NO_OFFSET
     last_activity_ms: int = 0
 
-    def to_bytes(self) -> bytes:
-        return _HEADER.pack(_VERSION, self.partition, self.offset, self.last_activity_ms) + self.state.to_bytes()
+    def to_bytes(self, cipher: StateCipher | None = None, key: bytes = b"") -> bytes:
+        """The table value; sealed (version 2) with ``cipher``, bound to the session ``key``."""
+        if cipher is None:
+            return _HEADER.pack(PLAIN_VERSION, self.partition, self.offset, self.last_activity_ms) + self.state.to_bytes()
+        header = _HEADER.pack(SEALED_VERSION, self.partition, self.offset, self.last_activity_ms)
+        return header + cipher.seal(self.state.to_bytes(), key + header)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> SessionRecord:
+    def from_bytes(cls, data: bytes, cipher: StateCipher | None = None, key: bytes = b"") -> SessionRecord:
+        """Decode a value of either version; a sealed one needs the ``cipher`` and its session ``key``."""
         partition, offset, activity = read_header(data)
+        body = data[HEADER_SIZE:]
+        if data[0] == SEALED_VERSION:
+            if cipher is None:
+                raise CorruptState("the state is sealed and no state key is configured")
+            try:
+                body = cipher.open(body, key + data[:HEADER_SIZE])
+            except SealedStateError as exc:
+                raise CorruptState(str(exc)) from None
         try:
-            state = SessionState.from_bytes(data[HEADER_SIZE:])
+            state = SessionState.from_bytes(body)
         except ValueError as exc:
             raise CorruptState(str(exc)) from None
         return cls(state, partition, offset, activity)
@@ -65,7 +84,7 @@ def read_header(data: bytes) -> tuple[int, int, int]:
     if len(data) < HEADER_SIZE:
         raise CorruptState(f"session value of {len(data)} bytes is shorter than its header")
     version, partition, offset, activity = _HEADER.unpack_from(data)
-    if version != _VERSION:
+    if version not in _VERSIONS:
         raise CorruptState(f"unknown session value version {version}")
     return int(partition), int(offset), int(activity)
 

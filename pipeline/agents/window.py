@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from pipeline.agents.hooklane import Proposal, apply_delivery, is_hook_channel, propose
 from pipeline.agents.state import CorruptState, SessionRecord
+from pipeline.agents.statecrypt import StateCipher
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions, step
 from pipeline.core.tally import DecisionTally
@@ -86,7 +87,9 @@ def decision_options(settings: Settings) -> DecisionOptions:
 class WindowProcessor:
     """Turns a batch of ``turns`` records into outputs; holds no state between batches."""
 
-    def __init__(self, settings: Settings, options: DecisionOptions | None = None) -> None:
+    def __init__(self, settings: Settings, options: DecisionOptions | None = None, *,
+                 cipher: StateCipher | None = None) -> None:
+        self.cipher = cipher  # seals the table values (agents/statecrypt.py); None: plain (unit tests)
         self.topic = settings.topic_turns
         self.default_source = settings.source
         self.default_channel = settings.channel
@@ -97,6 +100,10 @@ class WindowProcessor:
         # while a batch uses them and put back only by :meth:`saved`, so a batch that fails or is
         # not saved can never leave a mutated state behind.
         self._decoded: dict[bytes, tuple[bytes, SessionRecord]] = {}
+
+    def encode(self, key: bytes, record: SessionRecord) -> bytes:
+        """The table value for ``record`` of session ``key`` (sealed when there is a cipher)."""
+        return record.to_bytes(self.cipher, key)
 
     def saved(self, key: bytes, value: bytes, record: SessionRecord) -> None:
         """Tell the processor that ``value`` (= ``record.to_bytes()``) is now the table's value."""
@@ -207,7 +214,7 @@ class WindowProcessor:
         if raw is None:
             return SessionRecord()
         try:
-            return SessionRecord.from_bytes(raw)
+            return SessionRecord.from_bytes(raw, self.cipher, key)
         except CorruptState as exc:
             log.error("session %r has an unreadable saved state (%s); starting it afresh", key[:80], exc)
             return SessionRecord()

@@ -30,6 +30,7 @@ from pipeline.settings import Settings
 from sinks.db import with_database
 from tests.services.broker import new_names, settings_for
 from tests.services.postgres import _create_database, _drop_database
+from tests.services.statekey import STATE_KEY_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLE_BRAIN = ROOT / "pipeline" / "samples" / "brain"
@@ -93,7 +94,7 @@ class Worker:
                     "VOLUNTEER_TOPIC_DLQ": s.topic_dlq, "VOLUNTEER_TOPIC_PARTITIONS": str(s.topic_partitions),
                     "VOLUNTEER_APP_ID": s.app_id, "VOLUNTEER_DATA_DIR": str(self.data_dir),
                     "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1",
-                    "VOLUNTEER_STATE_DIR": str(self.state_dir)})
+                    "VOLUNTEER_STATE_DIR": str(self.state_dir), **STATE_KEY_ENV})
         env.update(self.extra_env)
         return env
 

@@ -26,6 +26,7 @@ from pipeline.agents.wiring import READY_MARK
 from pipeline.core.window import parse_watch_line
 from pipeline.settings import Settings
 from tests.conftest import CONFORMANCE
+from tests.services.statekey import STATE_KEY_ENV
 from topics.io import read_all
 from topics.records import Turn, Volunteered
 
@@ -181,6 +182,7 @@ def worker_env(settings: Settings, data_dir: Path, **extra: str) -> dict[str, st
         "VOLUNTEER_DATA_DIR": str(data_dir),
         "VOLUNTEER_METRICS_PORT": "0",  # several workers per host; a test that scrapes passes its own port
         "PYTHONUNBUFFERED": "1",
+        **STATE_KEY_ENV,
     })
     env.update(extra)
     return env

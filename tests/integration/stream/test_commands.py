@@ -18,6 +18,7 @@ import pytest
 from pipeline.settings import load_settings
 from tests.integration.stream.harness import ROOT, run
 from tests.services.broker import TestNames, settings_for
+from tests.services.statekey import STATE_KEY_ENV
 from topics.clients import make_producer
 from topics.definitions import ensure_topics
 from topics.io import read_all
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.integration
 def volunteer(*args: str, env: dict[str, str] | None = None, stdin: bytes = b"",
               timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
-    base.update(env or {})
+    base.update({**STATE_KEY_ENV, **(env or {})})
     return subprocess.run([sys.executable, "-m", "pipeline", *args], input=stdin, capture_output=True, env=base,
                           cwd=ROOT, timeout=timeout)
 
