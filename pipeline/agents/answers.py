@@ -300,9 +300,9 @@ class HookEndpoint:
 
     def last_turn_here(self, key: bytes) -> int | None:
         """The session's last turn from this worker's table, if it owns the session (else None)."""
-        from pipeline.agents.state import CorruptState, SessionRecord
-
         from aiokafka.partitioner import murmur2
+
+        from pipeline.agents.state import CorruptState, SessionRecord
 
         table = self.ctx.table
         partition = (murmur2(key) & 0x7FFFFFFF) % self.ctx.partitions  # the producer's default partitioner

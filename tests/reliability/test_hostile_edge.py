@@ -21,20 +21,24 @@ from typing import Any
 import orjson
 import pytest
 
-from pipeline.hook.credential import AUTH_HEADER, PROOF_HEADER, load_token, new_nonce, proposal_nonce, sign_request
+from pipeline.hook.credential import (
+    AUTH_HEADER,
+    PROOF_HEADER,
+    load_token,
+    new_nonce,
+    proposal_nonce,
+    sign_request,
+)
 from pipeline.hook.protocol import MAX_DELIVERIES_PER_REQUEST
 from pipeline.hook.state import SessionStateFile
 from pipeline.settings import Settings
-from tests.integration.hook.conftest import (  # noqa: F401 - fixtures used by name
-    HookRunner,
-    Worker,
-    event_rows,
-    free_port,
-    hook_database,
-    hook_settings,
-    wait_rows,
-    worker,
-)
+from tests.integration.hook import conftest as hook_fixtures
+from tests.integration.hook.conftest import HookRunner, Worker, event_rows, wait_rows
+
+# The hook tests' module fixtures: one real worker (web server on) on this module's services.
+hook_database = hook_fixtures.hook_database
+hook_settings = hook_fixtures.hook_settings
+worker = hook_fixtures.worker
 
 pytestmark = pytest.mark.integration
 
