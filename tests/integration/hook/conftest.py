@@ -80,6 +80,7 @@ class Worker:
     state_dir: Path | None = None
     web_port: int | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    default_state: bool = False  # leave VOLUNTEER_STATE_DIR unset (state_dir is then HOME's default)
 
     def __post_init__(self) -> None:
         if self.state_dir is None:
@@ -92,8 +93,9 @@ class Worker:
                     "VOLUNTEER_TOPIC_TURNS": s.topic_turns, "VOLUNTEER_TOPIC_VOLUNTEERED": s.topic_volunteered,
                     "VOLUNTEER_TOPIC_DLQ": s.topic_dlq, "VOLUNTEER_TOPIC_PARTITIONS": str(s.topic_partitions),
                     "VOLUNTEER_APP_ID": s.app_id, "VOLUNTEER_DATA_DIR": str(self.data_dir),
-                    "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1",
-                    "VOLUNTEER_STATE_DIR": str(self.state_dir)})
+                    "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1"})
+        if not self.default_state:
+            env["VOLUNTEER_STATE_DIR"] = str(self.state_dir)
         env.update(self.extra_env)
         return env
 
