@@ -183,3 +183,13 @@ def proposal_nonce(token: str, session_id: str, turn: int) -> str:
 
 def nonce_matches(token: str, session_id: str, turn: int, nonce: object) -> bool:
     return isinstance(nonce, str) and hmac.compare_digest(proposal_nonce(token, session_id, turn), nonce)
+
+
+def ensure_token(env: Mapping[str, str]) -> str:
+    """Where the secret is, creating the file if there is none (``volunteer up`` and ``bootstrap``
+    call this so that a hook is ready before the first worker starts). Never returns the secret."""
+    if env.get(TOKEN_ENV, "").strip():
+        load_token(env, create=False)  # validates it
+        return TOKEN_ENV
+    load_token(env, create=True)
+    return os.path.join(state_base(env), TOKEN_FILE)

@@ -8,6 +8,7 @@ that is free on this machine (never 6066, which other test runs may hold).
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import subprocess
 import sys
@@ -73,9 +74,10 @@ def stack_worker(settings: Settings, home: Path, base: Path, name: str, port: in
 
 def served_within(hook: HookRunner, session_id: str, limit_s: float, **env: str) -> float:
     """Seconds until the hook printed the page (prompting every 0.2 s), or fail after ``limit_s``."""
+    configured = dataclasses.replace(hook, env_extra={**hook.env_extra, **env})
     started = time.monotonic()
     while True:
-        result = hook(session_id, PROMPT, **env)
+        result = configured(session_id, PROMPT)
         if printed(result.stdout) == [ALICE]:
             return time.monotonic() - started
         if time.monotonic() - started > limit_s:
