@@ -42,6 +42,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def printed_slugs(stdout: bytes) -> list[str]:
+    """The slugs of a printed block, in order: every item is one line carrying "→ `slug`"."""
+    return [line.split("→ `", 1)[1].split("`", 1)[0] for line in stdout.decode().splitlines() if "→ `" in line]
+
+
 def signed_get(url: str, path: str, state_dir: Path) -> dict[str, Any]:
     """A GET signed with the state directory's secret, as every request to the edge must be."""
     from pipeline.hook.credential import AUTH_HEADER, load_token, new_nonce, sign_request

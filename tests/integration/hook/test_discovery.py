@@ -28,6 +28,7 @@ from tests.integration.hook.conftest import (
     Worker,
     event_rows,
     free_port,
+    printed_slugs,
     wait_rows,
 )
 from tests.services.postgres import _create_database, _drop_database
@@ -38,10 +39,6 @@ ALICE = "people/alice-example"
 PROMPT = "Did Alice Example reply?"
 DEFAULT_APP_ID = "volunteer-stream"
 REACHED_WITHIN_S = 5.0
-
-
-def printed(stdout: bytes) -> list[str]:
-    return [line.split("`")[1] for line in stdout.decode().splitlines() if "→ `" in line]
 
 
 def time_wait_count(port: int) -> int:
@@ -78,7 +75,7 @@ def served_within(hook: HookRunner, session_id: str, limit_s: float, **env: str)
     started = time.monotonic()
     while True:
         result = configured(session_id, PROMPT)
-        if printed(result.stdout) == [ALICE]:
+        if printed_slugs(result.stdout) == [ALICE]:
             return time.monotonic() - started
         if time.monotonic() - started > limit_s:
             raise AssertionError(f"not served within {limit_s}s: {hook.heartbeat()}")
@@ -187,7 +184,7 @@ def test_https_worker_is_verified_by_the_hook(hook_settings: Settings, tmp_path:
         (home / ".claude" / "projects").mkdir(parents=True)
         hook = HookRunner(w.url, home, tmp_path / "state", secrets_dir=w.state_dir)
         ok = hook("tls-1", PROMPT, VOLUNTEER_WEB_TLS_CAFILE=str(ca))
-        assert printed(ok.stdout) == [ALICE], hook.heartbeat()
+        assert printed_slugs(ok.stdout) == [ALICE], hook.heartbeat()
         refused = hook("tls-2", PROMPT, VOLUNTEER_WEB_TLS_CAFILE=str(other_ca))  # a CA that did not sign it
         assert refused.stdout == b"" and hook.heartbeat()["last_reason"] == "tls_refused"
     finally:
