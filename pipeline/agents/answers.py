@@ -300,14 +300,13 @@ class HookEndpoint:
 
     def last_turn_here(self, key: bytes) -> int | None:
         """The session's last turn from this worker's table, if it owns the session (else None)."""
+        from aiokafka.partitioner import murmur2
+
         from pipeline.agents.state import CorruptState, SessionRecord
 
         table = self.ctx.table
-        try:
-            partition = table.partition_for_key(key)
-        except Exception:
-            return None
-        if partition is None or partition not in self.ctx.assigned_partitions(self.ctx.settings.topic_turns):
+        partition = (murmur2(key) & 0x7FFFFFFF) % self.ctx.partitions  # the producer's default partitioner
+        if partition not in self.ctx.assigned_partitions(self.ctx.settings.topic_turns):
             return None
         raw = table.get(key)
         if raw is None:

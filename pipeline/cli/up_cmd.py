@@ -184,6 +184,7 @@ def up(broker_port: int, database_port: int | None, data_dir: Path | None, liste
                 for line in other_hosts_hint(services):
                     click.echo(line, err=True)
             click.echo("embedded broker and PostgreSQL are running; stop with Ctrl-C", err=True)
+            announce_credential()
             while not stop.event.wait(0.5):
                 if not services.alive():
                     raise click.ClickException("an embedded service stopped unexpectedly; shutting down")
@@ -191,3 +192,15 @@ def up(broker_port: int, database_port: int | None, data_dir: Path | None, liste
             started = time.monotonic()
             services.stop()
             click.echo(f"stopped the embedded broker and PostgreSQL ({time.monotonic() - started:.1f}s)", err=True)
+
+
+def announce_credential() -> None:
+    """Create the hooks' secret now (docs/hooks.md "The credential"); say where it is, never what."""
+    import os
+
+    from pipeline.hook.credential import CredentialError, ensure_token
+
+    try:
+        click.echo(f"hook credential: {ensure_token(os.environ)}", err=True)
+    except (CredentialError, OSError) as exc:
+        click.echo(f"hook credential: {exc}", err=True)

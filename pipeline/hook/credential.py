@@ -9,24 +9,30 @@ request and every answer is authenticated with one secret shared by the user's h
   ``volunteer up`` or ``volunteer bootstrap`` needs it first. Creation is race-safe: the secret is
   written to a private temporary file and hard-linked into place, so two processes starting at
   once end up with the same secret.
-- **Requests** carry :data:`AUTH_HEADER` = ``v1.<ts ms>.<nonce>.<mac>``, an HMAC-SHA256 over the
-  method, path, timestamp, nonce and body digest. The secret itself never travels.
-- **Answers** carry :data:`PROOF_HEADER`, an HMAC over the request's MAC, the HTTP status and the
+- **Requests** carry :data:`AUTH_HEADER` = ``v1.<ts ms>.<nonce>.<mac>``, a MAC over the method,
+  path, timestamp, nonce and body digest. The secret itself never travels. The MAC is keyed
+  BLAKE2b-256 (BLAKE2's own keyed mode, a MAC by design, like HMAC-SHA256 but in the interpreter's
+  builtin ``_blake2``, so the hook does not load OpenSSL).
+- **Answers** carry :data:`PROOF_HEADER`, a MAC over the request's MAC, the HTTP status and the
   answer's body: a process that squats on the port cannot produce it, so the hook prints nothing
   it sent. The hook's first request of a call is a body-free ``hello`` whose answer must carry a
   valid proof before the prompt is sent at all.
-- **Proposals** get a nonce (an HMAC over session and turn); a delivery record is accepted only
+- **Proposals** get a nonce (a MAC over session and turn); a delivery record is accepted only
   with it, so nobody can mark pages "printed" that the worker never answered.
 
-Light on purpose (the hook process imports it): ``hmac``, ``hashlib`` and ``os`` only.
+Light on purpose (the hook process imports it): ``_blake2``, ``_operator`` and ``os`` only.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 import stat
+from _operator import _compare_digest as compare_digest  # hmac.compare_digest, without importing hmac
+
+try:  # the builtin module: hashlib (and hmac) would load OpenSSL's _hashlib, ~4 ms of the hook's start-up
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter built without it
+    from hashlib import blake2b
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
@@ -127,12 +133,18 @@ def load_token(env: Mapping[str, str], *, create: bool) -> str | None:
 # ----------------------------------------------------------------------------- MACs
 
 
+def _key(token: str) -> bytes:
+    raw = token.encode("utf-8", "surrogatepass")
+    return raw if len(raw) <= 64 else blake2b(raw, digest_size=64).digest()  # BLAKE2b keys are <= 64 bytes
+
+
 def _mac(token: str, *parts: str) -> str:
-    return hmac.new(token.encode("utf-8"), "\n".join(parts).encode("utf-8"), hashlib.sha256).hexdigest()
+    data = "\n".join(parts).encode("utf-8", "surrogatepass")
+    return blake2b(data, key=_key(token), digest_size=32, person=b"volunteer-edge").hexdigest()
 
 
 def body_digest(body: bytes) -> str:
-    return hashlib.sha256(body).hexdigest()
+    return blake2b(body, digest_size=32).hexdigest()
 
 
 def sign_request(token: str, method: str, path: str, body: bytes, ts_ms: int, nonce: str) -> str:
@@ -164,7 +176,7 @@ def request_is_signed(token: str, method: str, path: str, body: bytes, value: st
     if abs(now_ms - ts_ms) > MAX_CLOCK_SKEW_MS:
         return None
     expected = sign_request(token, method, path, body, ts_ms, nonce).rsplit(".", 1)[1]
-    return mac if hmac.compare_digest(expected, mac) else None
+    return mac if compare_digest(expected, mac) else None
 
 
 def answer_proof(token: str, request_mac: str, status: int, body: bytes) -> str:
@@ -173,7 +185,7 @@ def answer_proof(token: str, request_mac: str, status: int, body: bytes) -> str:
 
 
 def answer_is_proven(token: str, request_mac: str, status: int, body: bytes, proof: str) -> bool:
-    return hmac.compare_digest(answer_proof(token, request_mac, status, body), proof.strip())
+    return compare_digest(answer_proof(token, request_mac, status, body), proof.strip())
 
 
 def proposal_nonce(token: str, session_id: str, turn: int) -> str:
@@ -182,4 +194,14 @@ def proposal_nonce(token: str, session_id: str, turn: int) -> str:
 
 
 def nonce_matches(token: str, session_id: str, turn: int, nonce: object) -> bool:
-    return isinstance(nonce, str) and hmac.compare_digest(proposal_nonce(token, session_id, turn), nonce)
+    return isinstance(nonce, str) and compare_digest(proposal_nonce(token, session_id, turn), nonce)
+
+
+def ensure_token(env: Mapping[str, str]) -> str:
+    """Where the secret is, creating the file if there is none (``volunteer up`` and ``bootstrap``
+    call this so that a hook is ready before the first worker starts). Never returns the secret."""
+    if env.get(TOKEN_ENV, "").strip():
+        load_token(env, create=False)  # validates it
+        return TOKEN_ENV
+    load_token(env, create=True)
+    return os.path.join(state_base(env), TOKEN_FILE)

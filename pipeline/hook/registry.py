@@ -14,17 +14,21 @@ the workers of its app id (default ``volunteer-stream``) â€” the default stack â
 all share one broker: with two brokers and the same app id it cannot tell which stack is meant and
 prints nothing (heartbeat reason ``ambiguous_stack``) rather than send the prompt to the wrong one.
 
-Light on purpose (the hook process imports it): stdlib ``json``, ``hashlib`` and ``os`` only.
+Light on purpose (the hook process imports it): stdlib ``json``, ``_blake2``, ``socket`` and ``os`` only.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
 import stat
 import time
+
+try:  # the bare BLAKE2 module: hashlib would also load OpenSSL, a few ms of the hook's start-up
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - other Python builds
+    from hashlib import blake2b
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
@@ -52,7 +56,7 @@ def normalize_broker(broker: str) -> str:
 
 def stack_key(broker: str, app_id: str) -> str:
     raw = normalize_broker(broker) + "\n" + app_id
-    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return blake2b(raw.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def registry_dir(state_base: str) -> str:

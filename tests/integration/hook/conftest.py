@@ -43,6 +43,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def printed_slugs(stdout: bytes) -> list[str]:
+    """The slugs of a printed block, in order: every item is one line carrying "→ `slug`"."""
+    return [line.split("→ `", 1)[1].split("`", 1)[0] for line in stdout.decode().splitlines() if "→ `" in line]
+
+
 def signed_get(url: str, path: str, state_dir: Path) -> dict[str, Any]:
     """A GET signed with the state directory's secret, as every request to the edge must be."""
     from pipeline.hook.credential import AUTH_HEADER, load_token, new_nonce, sign_request
@@ -81,6 +86,7 @@ class Worker:
     state_dir: Path | None = None
     web_port: int | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    default_state: bool = False  # leave VOLUNTEER_STATE_DIR unset (state_dir is then HOME's default)
 
     def __post_init__(self) -> None:
         if self.state_dir is None:
@@ -93,8 +99,9 @@ class Worker:
                     "VOLUNTEER_TOPIC_TURNS": s.topic_turns, "VOLUNTEER_TOPIC_VOLUNTEERED": s.topic_volunteered,
                     "VOLUNTEER_TOPIC_DLQ": s.topic_dlq, "VOLUNTEER_TOPIC_PARTITIONS": str(s.topic_partitions),
                     "VOLUNTEER_APP_ID": s.app_id, "VOLUNTEER_DATA_DIR": str(self.data_dir),
-                    "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1",
-                    "VOLUNTEER_STATE_DIR": str(self.state_dir), **STATE_KEY_ENV})
+                    "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1", **STATE_KEY_ENV})
+        if not self.default_state:
+            env["VOLUNTEER_STATE_DIR"] = str(self.state_dir)
         env.update(self.extra_env)
         return env
 
