@@ -111,6 +111,10 @@ class Settings(BaseSettings):
         None,
         description="File holding the state key, created 0600 when absent (default "
                     "~/.local/state/volunteer/state.key; workers on one host share it).")
+    state_seal: bool = Field(
+        True,
+        description="Write sealed (version 2) session values. Off: plain version-1 values, readable by releases "
+                    "from before sealing; only while rolling an upgrade from such a release (docs/operations.md).")
     log_format: str = Field("auto", description="auto | json | console.")
     log_level: str = Field("INFO", description="Log level.")
     ready_max_lag: int = Field(
