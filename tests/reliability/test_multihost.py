@@ -322,10 +322,10 @@ RECOVERY_TARGET_S = SESSION_TIMEOUT_S + 10  # the issue's target: back to normal
 
 
 def recovery_bound(fault: FaultFigures) -> float:
-    """The target, except for a worker cut off from the broker for longer than the target itself:
-    connections whose packets were dropped resume only at TCP's next retransmission, whose interval
-    doubles during the partition, so the rejoin can start up to about the partition's length after
-    the heal (a known miss, docs/guarantees.md)."""
+    """The target, except for a worker cut off from the broker for longer than the target itself: a
+    long cut costs two group-wide rebalances (fencing, then the rejoin) and a backlog of the whole
+    group; after 15 s cuts the lag was back within its bound 16.6-16.7 s after the heal, a known
+    miss of the target (docs/guarantees.md), so this case is only held to target + cut length."""
     if fault.name.startswith("w1 cut off from the broker") and fault.seconds > RECOVERY_TARGET_S:
         return RECOVERY_TARGET_S + fault.seconds
     return RECOVERY_TARGET_S
