@@ -265,9 +265,10 @@ def answer_for(proposal: Proposal | None, token: str = "") -> dict[str, Any]:
         return {"status": "timeout"}
     if proposal.duplicate:  # the pages were answered to the request that first published this turn
         return {"status": "duplicate", "turn": proposal.turn, "last_turn": proposal.last_turn}
+    # One list in block order, pointers first, each item marked with its kind (docs/hooks.md).
     return {"status": "ok", "turn": proposal.turn, "last_turn": proposal.last_turn,
             "nonce": proposal_nonce(token, proposal.session_id, proposal.turn),
-            "pages": [p.to_dict() for p in proposal.pages]}
+            "pages": [{"kind": kind, **p.to_dict()} for kind, p in proposal.items()]}
 
 
 # ----------------------------------------------------------------------------- the endpoint

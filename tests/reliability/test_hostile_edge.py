@@ -33,7 +33,7 @@ from pipeline.hook.protocol import MAX_DELIVERIES_PER_REQUEST
 from pipeline.hook.state import SessionStateFile
 from pipeline.settings import Settings
 from tests.integration.hook import conftest as hook_fixtures
-from tests.integration.hook.conftest import HookRunner, Worker, event_rows, printed_slugs, wait_rows
+from tests.integration.hook.conftest import HookRunner, Worker, event_rows, printed, wait_rows
 
 # The hook tests' module fixtures: one real worker (web server on) on this module's services.
 hook_database = hook_fixtures.hook_database
@@ -83,7 +83,7 @@ def hook(worker: Worker, tmp_path: Path) -> HookRunner:
 
 def still_served(hook: HookRunner, session_id: str) -> None:
     result = hook(session_id, PROMPT)
-    assert printed_slugs(result.stdout) == [ALICE], (result.stdout, hook.heartbeat())
+    assert printed(result.stdout) == [ALICE], (result.stdout, hook.heartbeat())
 
 
 # ----------------------------------------------------------------------------- the credential
@@ -179,7 +179,7 @@ def squatter() -> Iterator[Squatter]:
     s.close()
 
 
-def test_a_squatter_gets_no_prompt_and_nothing_it_says_is_printed_slugs(hook: HookRunner, squatter: Squatter) -> None:
+def test_a_squatter_gets_no_prompt_and_nothing_it_says_is_printed(hook: HookRunner, squatter: Squatter) -> None:
     result = hook("probe-squat", PROMPT + " secret-canary-7781", VOLUNTEER_HOOK_URL=f"http://127.0.0.1:{squatter.port}")
     assert (result.returncode, result.stdout) == (0, b"")
     assert hook.heartbeat()["last_reason"] == "unauthenticated_worker"
