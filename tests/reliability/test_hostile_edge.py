@@ -39,6 +39,7 @@ from tests.integration.hook.conftest import HookRunner, Worker, event_rows, prin
 hook_database = hook_fixtures.hook_database
 hook_settings = hook_fixtures.hook_settings
 worker = hook_fixtures.worker
+worker_brain = hook_fixtures.worker_brain
 
 pytestmark = pytest.mark.integration
 

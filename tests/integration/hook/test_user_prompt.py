@@ -96,7 +96,7 @@ def test_reflex_off_gives_a_pages_only_block(hook_settings: Settings, tmp_path: 
                     tmp_path / "d", env_extra={"VOLUNTEER_REFLEX": "off"}).start()
     try:
         worker.wait_ready()
-        hook = HookRunner(worker.url, home, tmp_path / "state")
+        hook = HookRunner(worker.url, home, tmp_path / "state", secrets_dir=worker.state_dir)
         result = hook("noreflex-1", "Did Alice Example reply about Kiteline? Saoirse Byrne and Northwind Ventures too.")
         sections = block_sections(result.stdout)
         assert sections["pointer"] == [] and len(sections["page"]) == 3
