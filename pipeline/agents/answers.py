@@ -21,7 +21,9 @@ worker's proof. On top of that, this module keeps requests apart (docs/security.
 
 - a request waits only for the turn it published itself (``wait_turn`` = its own last turn), one
   request per turn at a time, and a repeated turn number is answered ``duplicate`` without pages;
-- an ``ok`` answer carries the proposal's nonce; a delivery record is accepted only with it, and a
+- an ``ok`` answer carries the proposal's nonce; a delivery record is accepted only with it (on
+  ``/delivered`` a record without it is a 400; in a ``/turns`` request it is dropped and counted
+  in ``refused_deliveries``, so a stale stored report cannot block a session's prompts), and a
   request carries at most :data:`MAX_DELIVERIES_PER_REQUEST`;
 - a turn number more than :data:`MAX_TURN_AHEAD` beyond the session's last turn is refused
   (``out_of_range``, HTTP 409, with ``last_turn``) before anything is published, so the session is
@@ -154,6 +156,10 @@ class BadRequest(ValueError):
     """A request the endpoint refuses (HTTP 400); the message says why."""
 
 
+class MissingNonce(BadRequest):
+    """A delivery without the nonce of the worker's answer for that turn."""
+
+
 @dataclass(frozen=True, slots=True)
 class TurnsRequest:
     session_id: str
@@ -162,6 +168,7 @@ class TurnsRequest:
     wait_turn: int | None
     wait_ms: int
     numbers: tuple[int, ...] = ()  # the numbers of the turns it publishes (None-numbered ones left out)
+    refused_deliveries: int = 0  # valid records without their proposal's nonce: not published
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
@@ -178,7 +185,7 @@ def checked_delivery(raw: Any, token: str) -> Delivery:
     """A delivery from a request: valid, and carrying the nonce of the proposal it reports."""
     delivery = delivery_from_obj(raw)
     if not nonce_matches(token, delivery.session_id, delivery.turn, raw.get("nonce")):
-        raise BadRequest("a delivery without the nonce of the worker's answer for that turn")
+        raise MissingNonce("a delivery without the nonce of the worker's answer for that turn")
     return delivery
 
 
@@ -197,12 +204,19 @@ def parse_turns_request(body: bytes, *, max_text_bytes: int, max_session_id_char
     ts = obj.get("ts")
     records: list[bytes] = []
     numbers: list[int] = []
+    refused = 0
     deliveries = obj.get("deliveries") or []
     if not isinstance(deliveries, list) or len(deliveries) > MAX_DELIVERIES_PER_REQUEST:
         raise BadRequest(f"deliveries must be a list of at most {MAX_DELIVERIES_PER_REQUEST}")
     try:
         for raw in deliveries:
-            delivery = checked_delivery(raw, token)
+            try:
+                delivery = checked_delivery(raw, token)
+            except MissingNonce:
+                # Dropped, not the whole request: a hook's stored report from before the credential
+                # (or from another secret) must not block the session's prompts for good.
+                refused += 1
+                continue
             if delivery.session_id != session_id:
                 raise BadRequest("a delivery names another session")
             records.append(delivery.to_json())
@@ -235,7 +249,7 @@ def parse_turns_request(body: bytes, *, max_text_bytes: int, max_session_id_char
     if isinstance(wait_ms, bool) or not isinstance(wait_ms, int | float):
         raise BadRequest("wait_ms must be a number")
     return TurnsRequest(session_id, key, records, wait_turn, int(min(max(wait_ms, 0), MAX_WAIT_MS)),
-                        tuple(numbers))
+                        tuple(numbers), refused)
 
 
 def parse_delivered_request(body: bytes, token: str = "") -> Delivery:
@@ -251,9 +265,10 @@ def answer_for(proposal: Proposal | None, token: str = "") -> dict[str, Any]:
         return {"status": "timeout"}
     if proposal.duplicate:  # the pages were answered to the request that first published this turn
         return {"status": "duplicate", "turn": proposal.turn, "last_turn": proposal.last_turn}
+    # One list in block order, pointers first, each item marked with its kind (docs/hooks.md).
     return {"status": "ok", "turn": proposal.turn, "last_turn": proposal.last_turn,
             "nonce": proposal_nonce(token, proposal.session_id, proposal.turn),
-            "pages": [p.to_dict() for p in proposal.pages]}
+            "pages": [{"kind": kind, **p.to_dict()} for kind, p in proposal.items()]}
 
 
 # ----------------------------------------------------------------------------- the endpoint
@@ -346,9 +361,12 @@ class HookEndpoint:
         except Exception as exc:
             return 503, orjson.dumps({"status": "unavailable", "error": f"publish failed: {exc}"[:200]})
         if req.wait_turn is None:
-            return 200, orjson.dumps({"status": "published"})
+            return 200, orjson.dumps({"status": "published", "refused_deliveries": req.refused_deliveries})
         proposal = await board.wait(req.session_id, req.wait_turn, req.wait_ms / 1000)
-        return 200, orjson.dumps(answer_for(proposal, self.token))
+        answer = answer_for(proposal, self.token)
+        if req.refused_deliveries:
+            answer["refused_deliveries"] = req.refused_deliveries
+        return 200, orjson.dumps(answer)
 
     async def delivered(self, body: bytes) -> tuple[int, bytes]:
         try:

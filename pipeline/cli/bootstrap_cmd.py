@@ -113,9 +113,6 @@ def bootstrap(harness: str, scope: str, project_dir: Path | None, uninstall: boo
         from pipeline.cli.up_cmd import announce_credential
 
         announce_credential()
-        if harness == "codex":
-            click.echo("Codex versions where hooks are still opt-in also need '[features]' 'hooks = true' "
-                       "in ~/.codex/config.toml")
     if harness == "codex" and not uninstall:
         _codex_trust(path, trust, codex_bin, (project_dir or Path.cwd()).resolve())
 

@@ -33,12 +33,13 @@ from pipeline.hook.protocol import MAX_DELIVERIES_PER_REQUEST
 from pipeline.hook.state import SessionStateFile
 from pipeline.settings import Settings
 from tests.integration.hook import conftest as hook_fixtures
-from tests.integration.hook.conftest import HookRunner, Worker, event_rows, printed_slugs, wait_rows
+from tests.integration.hook.conftest import HookRunner, Worker, event_rows, printed, wait_rows
 
 # The hook tests' module fixtures: one real worker (web server on) on this module's services.
 hook_database = hook_fixtures.hook_database
 hook_settings = hook_fixtures.hook_settings
 worker = hook_fixtures.worker
+worker_brain = hook_fixtures.worker_brain
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +84,7 @@ def hook(worker: Worker, tmp_path: Path) -> HookRunner:
 
 def still_served(hook: HookRunner, session_id: str) -> None:
     result = hook(session_id, PROMPT)
-    assert printed_slugs(result.stdout) == [ALICE], (result.stdout, hook.heartbeat())
+    assert printed(result.stdout) == [ALICE], (result.stdout, hook.heartbeat())
 
 
 # ----------------------------------------------------------------------------- the credential
@@ -179,7 +180,7 @@ def squatter() -> Iterator[Squatter]:
     s.close()
 
 
-def test_a_squatter_gets_no_prompt_and_nothing_it_says_is_printed_slugs(hook: HookRunner, squatter: Squatter) -> None:
+def test_a_squatter_gets_no_prompt_and_nothing_it_says_is_printed(hook: HookRunner, squatter: Squatter) -> None:
     result = hook("probe-squat", PROMPT + " secret-canary-7781", VOLUNTEER_HOOK_URL=f"http://127.0.0.1:{squatter.port}")
     assert (result.returncode, result.stdout) == (0, b"")
     assert hook.heartbeat()["last_reason"] == "unauthenticated_worker"
@@ -226,10 +227,13 @@ def test_deliveries_need_the_nonce_of_the_answer(worker: Worker, hook: HookRunne
         body = orjson.dumps({**delivery, "nonce": nonce} if nonce else delivery)
         assert request(worker, "POST", "/volunteer/hook/delivered", body, sign_with=token)[0] == 400
         inline = turns_body("probe-fake", 2, wait_ms=0, deliveries=[orjson.loads(body)])
-        assert request(worker, "POST", "/volunteer/hook/turns", inline, sign_with=token)[0] == 400
+        status, _, data = request(worker, "POST", "/volunteer/hook/turns", inline, sign_with=token)
+        assert status == 200 and orjson.loads(data)["refused_deliveries"] == 1  # dropped, not published
     time.sleep(1.0)
     assert event_rows(hook_settings.database_url, "probe-fake") == []  # no fake rows
-    still_served(hook, "probe-fake")  # the page was not hidden from the real session
+    # The real session is at turn 2 now (the inline probes published it): its hook renumbers and
+    # still gets the page, which none of the fake deliveries hid.
+    still_served(hook, "probe-fake")
     assert answer["nonce"] == proposal_nonce(token, "probe-fake", 1)
 
 

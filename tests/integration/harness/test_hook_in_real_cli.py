@@ -47,6 +47,17 @@ SLUG = re.compile(r"→ `([^`]+)`")
 HOOK_ENV = {"VOLUNTEER_HOOK_DEADLINE_MS": "8000"}  # the 2 shared cores may be busy; deadlines have own tests
 
 
+def share_credential(worker: Worker, home: Path) -> None:
+    """Give the harness's user the worker's secret where a hook with default settings looks for it
+    (a worker started by that user on that machine writes it there itself)."""
+    assert worker.state_dir is not None
+    target = home / ".local" / "state" / "volunteer"
+    target.mkdir(mode=0o700, parents=True, exist_ok=True)
+    token = target / "hook-token"
+    token.write_bytes((worker.state_dir / "hook-token").read_bytes())
+    token.chmod(0o600)
+
+
 def slugs(block: str) -> list[str]:
     return SLUG.findall(block)
 
@@ -86,6 +97,7 @@ def rows_match_what_the_model_saw(database_url: str, session_id: str, seen: list
 def test_claude_code_block_reaches_the_model_and_resume_carries_only_new_items(
         claude_code_cli: Path, worker: Worker, hook_settings: Settings, tmp_path: Path) -> None:
     home = make_home(tmp_path)
+    share_credential(worker, home)
     bootstrap(home, "--url", worker.url)
     with StandInModel() as model:
         first = run_claude(claude_code_cli, "Did Alice Example reply?", home=home, model_url=model.url,
@@ -111,6 +123,7 @@ def test_claude_code_block_reaches_the_model_and_resume_carries_only_new_items(
 def test_codex_untrusted_is_skipped_silently_then_trusted_runs(
         codex_cli: Path, worker: Worker, hook_settings: Settings, tmp_path: Path) -> None:
     home = make_home(tmp_path)
+    share_credential(worker, home)
     out = bootstrap(home, "--harness", "codex", "--url", worker.url)
     assert "untrusted" in out and "--trust" in out
     env = {"HOME": str(home), "CODEX_HOME": str(home / ".codex")}
@@ -138,6 +151,7 @@ def test_codex_untrusted_is_skipped_silently_then_trusted_runs(
 def test_codex_block_reaches_the_model_and_resume_carries_only_new_items(
         codex_cli: Path, worker: Worker, hook_settings: Settings, tmp_path: Path) -> None:
     home = make_home(tmp_path)
+    share_credential(worker, home)
     out = bootstrap(home, "--harness", "codex", "--url", worker.url, "--trust", "--codex", str(codex_cli))
     assert "app-server" in out  # Codex itself wrote the trust entry
     with StandInModel() as model:
@@ -172,6 +186,7 @@ def opencode_block(model: StandInModel, prompt: str) -> str:
 def test_opencode_plugin_block_reaches_the_model_and_the_next_prompt_carries_only_new_items(
         opencode_cli: Path, worker: Worker, hook_settings: Settings, tmp_path: Path) -> None:
     home = make_home(tmp_path)
+    share_credential(worker, home)
     out = bootstrap(home, "--harness", "opencode", "--url", worker.url)
     assert "volunteer-stream.js" in out
     with StandInModel() as model:
@@ -220,7 +235,9 @@ class SameHostWorker(Worker):
 
 @pytest.fixture
 def own_settings(module_broker_url: str, hook_database: str) -> Settings:
-    return settings_for(module_broker_url, new_names(), database_url=hook_database, topic_partitions=4)
+    # The default app id: a hook with default settings looks for the default stack's workers.
+    return settings_for(module_broker_url, new_names(), database_url=hook_database, topic_partitions=4,
+                        app_id="volunteer-stream")
 
 
 @pytest.fixture
@@ -229,7 +246,8 @@ def restartable(own_settings: Settings, tmp_path: Path) -> Iterator[tuple[SameHo
     (home / "run").mkdir(mode=0o700)
     w = SameHostWorker(own_settings, tmp_path / "worker.log", tmp_path / "data", port=free_port(),
                        extra_env={"HOME": str(home), "XDG_RUNTIME_DIR": str(home / "run"),
-                                  "XDG_STATE_HOME": str(home / ".local" / "state")})
+                                  "XDG_STATE_HOME": str(home / ".local" / "state")},
+                       default_state=True)  # the credential and the registry under that HOME, like the hook's
     try:
         yield w, home
     finally:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,9 @@ import pytest
 
 from pipeline.agents.answers import HOOK_ENDPOINT_MARK
 from pipeline.agents.wiring import READY_MARK
+from pipeline.core.brain import BrainIndex
+from pipeline.core.extract import extract_candidates
+from pipeline.core.turn_context import turn_context
 from pipeline.settings import Settings
 from sinks.db import with_database
 from tests.services.broker import new_names, settings_for
@@ -41,11 +44,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def printed_slugs(stdout: bytes) -> list[str]:
-    """The slugs of a printed block, in order: every item is one line carrying "→ `slug`"."""
-    return [line.split("→ `", 1)[1].split("`", 1)[0] for line in stdout.decode().splitlines() if "→ `" in line]
 
 
 def signed_get(url: str, path: str, state_dir: Path) -> dict[str, Any]:
@@ -83,9 +81,10 @@ class Worker:
     data_dir: Path
     proc: subprocess.Popen[bytes] | None = None
     url: str = ""
+    env_extra: dict[str, str] = field(default_factory=dict)
+    brain: Path = SAMPLE_BRAIN
     state_dir: Path | None = None
     web_port: int | None = None
-    extra_env: dict[str, str] = field(default_factory=dict)
     default_state: bool = False  # leave VOLUNTEER_STATE_DIR unset (state_dir is then HOME's default)
 
     def __post_init__(self) -> None:
@@ -102,14 +101,15 @@ class Worker:
                     "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1", **STATE_KEY_ENV})
         if not self.default_state:
             env["VOLUNTEER_STATE_DIR"] = str(self.state_dir)
-        env.update(self.extra_env)
+        env.update(self.env_extra)
         return env
 
     def start(self) -> Worker:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pipeline", "worker", "--brain", str(SAMPLE_BRAIN), "--web-port",
-                 str(free_port() if self.web_port is None else self.web_port)], env=self.env(), cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                [sys.executable, "-m", "pipeline", "worker", "--brain", str(self.brain), "--web-port",
+                 str(free_port() if self.web_port is None else self.web_port)], env=self.env(), cwd=ROOT,
+                stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
@@ -153,6 +153,7 @@ class HookRunner:
     home: Path
     state_dir: Path
     env_extra: dict[str, str] = field(default_factory=dict)
+    brain: Path = SAMPLE_BRAIN
     secrets_dir: Path | None = None  # VOLUNTEER_STATE_DIR: the workers' (credential, registry)
 
     def env(self, **extra: str) -> dict[str, str]:
@@ -204,9 +205,15 @@ def hook_settings(module_broker_url: str, hook_database: str) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def worker(hook_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+def worker_brain() -> Path:
+    """The brain directory of the module's worker (a test module overrides it to use its own)."""
+    return SAMPLE_BRAIN
+
+
+@pytest.fixture(scope="module")
+def worker(hook_settings: Settings, worker_brain: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     base = tmp_path_factory.mktemp("hook-worker")
-    w = Worker(hook_settings, base / "worker.log", base / "data").start()
+    w = Worker(hook_settings, base / "worker.log", base / "data", brain=worker_brain).start()
     try:
         w.wait_ready()
         yield w
@@ -221,10 +228,11 @@ def hook(worker: Worker, tmp_path: Path) -> HookRunner:
     return HookRunner(worker.url, home, tmp_path / "state", secrets_dir=worker.state_dir)
 
 
-def event_rows(database_url: str, session_id: str) -> list[tuple[Any, ...]]:
+def event_rows(database_url: str, session_id: str, extra: str = "") -> list[tuple[Any, ...]]:
+    """``(turn, slug, channel, match_arm, confidence)`` per row, plus ``extra`` columns (", rationale")."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         return conn.execute(
-            "SELECT turn, slug, channel, match_arm, confidence FROM context_volunteer_events "
+            f"SELECT turn, slug, channel, match_arm, confidence{extra} FROM context_volunteer_events "
             "WHERE session_id = %s ORDER BY turn, slug", (session_id,)).fetchall()
 
 
@@ -237,3 +245,57 @@ def wait_rows(database_url: str, session_id: str, expect: int, timeout: float = 
         rows = event_rows(database_url, session_id)
     time.sleep(0.5)
     return event_rows(database_url, session_id)
+
+
+def expected_items(brain: BrainIndex, turns: Sequence[tuple[str, str]], delivered: Sequence[str] = (),
+                   window_turns: int = 4) -> list[dict[str, Any]]:
+    """The turn context over the worker's window (last ``window_turns`` turns), excluding what was
+    delivered before: pointers then pages, each as the hook is answered (``kind`` first)."""
+    window = [(role, extract_candidates(text)) for role, text in turns[-window_turns:]]
+    ctx = turn_context(window, brain, source_ids=("default",), exclude_slugs=set(delivered))
+    return ([{"kind": "pointer", **p.to_dict()} for p in ctx.pointers]
+            + [{"kind": "page", **p.to_dict()} for p in ctx.pages])
+
+
+POINTER_LINE = re.compile(r"^- \*\*(?P<display>.+?)\*\* → `(?P<slug>[^`]+)`(?: — (?P<synopsis>.+))? "
+                          r"\(use get_page before relying on details\)$")
+PAGE_LINE = re.compile(r"^- \*\*(?P<display>.+?)\*\* → `(?P<slug>[^`]+)` \((?P<conf>\d\.\d\d), "
+                       r"(?P<rationale>.+?)\)(?: — (?P<synopsis>.+))?$")
+
+
+def block_sections(stdout: bytes) -> dict[str, list[str]]:
+    """The hook's one output line, checked against the harness shape and the block's layout:
+    ``{"pointer": [lines], "page": [lines]}``."""
+    from pipeline.hook.render import BLOCK_MARKER, PAGES_HEADING, POINTERS_HEADING
+
+    assert stdout.endswith(b"\n") and stdout.count(b"\n") == 1, stdout
+    out = orjson.loads(stdout)
+    assert set(out) == {"hookSpecificOutput"}
+    assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    lines: list[str] = out["hookSpecificOutput"]["additionalContext"].split("\n")
+    assert lines[0] == BLOCK_MARKER
+    sections: dict[str, list[str]] = {"pointer": [], "page": []}
+    current: list[str] | None = None
+    for i, line in enumerate(lines[1:], start=1):
+        if line == "":
+            assert lines[i + 1] in (POINTERS_HEADING, PAGES_HEADING), lines
+            continue
+        if line in (POINTERS_HEADING, PAGES_HEADING):
+            current = sections["pointer" if line == POINTERS_HEADING else "page"]
+            assert not current, lines
+            continue
+        assert current is not None, lines
+        current.append(line)
+    for kind, pattern in (("pointer", POINTER_LINE), ("page", PAGE_LINE)):
+        for line in sections[kind]:
+            assert pattern.match(line), line
+    return sections
+
+
+def printed(stdout: bytes) -> list[str]:
+    """Slugs in the printed block, pointers first; [] when the hook printed nothing."""
+    if not stdout:
+        return []
+    sections = block_sections(stdout)
+    return [m.group("slug") for kind, pattern in (("pointer", POINTER_LINE), ("page", PAGE_LINE))
+            for m in (pattern.match(line) for line in sections[kind]) if m]

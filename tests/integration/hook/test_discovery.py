@@ -28,7 +28,7 @@ from tests.integration.hook.conftest import (
     Worker,
     event_rows,
     free_port,
-    printed_slugs,
+    printed,
     wait_rows,
 )
 from tests.services.postgres import _create_database, _drop_database
@@ -66,7 +66,7 @@ def default_hook(home: Path) -> HookRunner:
 
 def stack_worker(settings: Settings, home: Path, base: Path, name: str, port: int) -> Worker:
     return Worker(settings, base / f"{name}.log", base / f"{name}-data", state_dir=home / ".local" / "state" / "volunteer",
-                  web_port=port, extra_env={"HOME": str(home)}, default_state=True)
+                  web_port=port, env_extra={"HOME": str(home)}, default_state=True)
 
 
 def served_within(hook: HookRunner, session_id: str, limit_s: float, **env: str) -> float:
@@ -75,7 +75,7 @@ def served_within(hook: HookRunner, session_id: str, limit_s: float, **env: str)
     started = time.monotonic()
     while True:
         result = configured(session_id, PROMPT)
-        if printed_slugs(result.stdout) == [ALICE]:
+        if printed(result.stdout) == [ALICE]:
             return time.monotonic() - started
         if time.monotonic() - started > limit_s:
             raise AssertionError(f"not served within {limit_s}s: {hook.heartbeat()}")
@@ -176,7 +176,7 @@ def test_https_worker_is_verified_by_the_hook(hook_settings: Settings, tmp_path:
     cert, key = make_server_cert(tmp_path / "tls", ca)
     other_ca = make_ca(tmp_path / "other", "other-ca")
     w = Worker(hook_settings, tmp_path / "w.log", tmp_path / "data",
-               extra_env={"VOLUNTEER_WEB_TLS_CERTFILE": str(cert), "VOLUNTEER_WEB_TLS_KEYFILE": str(key)}).start()
+               env_extra={"VOLUNTEER_WEB_TLS_CERTFILE": str(cert), "VOLUNTEER_WEB_TLS_KEYFILE": str(key)}).start()
     try:
         w.wait_ready()
         assert w.url.startswith("https://127.0.0.1:"), w.url
@@ -184,7 +184,7 @@ def test_https_worker_is_verified_by_the_hook(hook_settings: Settings, tmp_path:
         (home / ".claude" / "projects").mkdir(parents=True)
         hook = HookRunner(w.url, home, tmp_path / "state", secrets_dir=w.state_dir)
         ok = hook("tls-1", PROMPT, VOLUNTEER_WEB_TLS_CAFILE=str(ca))
-        assert printed_slugs(ok.stdout) == [ALICE], hook.heartbeat()
+        assert printed(ok.stdout) == [ALICE], hook.heartbeat()
         refused = hook("tls-2", PROMPT, VOLUNTEER_WEB_TLS_CAFILE=str(other_ca))  # a CA that did not sign it
         assert refused.stdout == b"" and hook.heartbeat()["last_reason"] == "tls_refused"
     finally:

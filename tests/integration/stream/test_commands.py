@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -44,8 +46,9 @@ def port_open(host_port: str) -> bool:
         return False
 
 
-def test_up_prints_settings_that_work_and_stops_cleanly() -> None:
+def test_up_prints_settings_that_work_and_stops_cleanly(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
+    env["VOLUNTEER_STATE_DIR"] = str(tmp_path / "state")  # 'up' creates the hooks' secret there
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", "up"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, cwd=ROOT)
     try:
@@ -70,6 +73,10 @@ def test_up_prints_settings_that_work_and_stops_cleanly() -> None:
         assert bare != settings.database_url
         with pytest.raises(psycopg.OperationalError, match="password"):
             psycopg.connect(bare, connect_timeout=5).close()
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "state" / "hook-token").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (tmp_path / "state" / "hook-token").stat().st_mode & 0o777 == 0o600
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
         assert not port_open(settings.bootstrap_servers[0])

@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -145,3 +146,12 @@ def test_state_folders_are_0700_and_files_0600_whatever_the_umask(tmp_path: Path
     for file in (Path(heartbeat_path(state_dir)), Path(heartbeat_path(existing)),
                  *(state_dir / "sessions" / "claude-code").iterdir()):
         assert st.S_IMODE(file.stat().st_mode) == 0o600, file
+
+
+def test_a_skipped_warm_up_is_counted_apart_from_the_outcome() -> None:
+    data: dict[str, Any] = {"channels": {}}
+    apply_call(data, CallRecord("codex", "ok", "transcript_symlink", 2, 2, 5.0, warmup="transcript_symlink"), 1_000)
+    apply_call(data, CallRecord("codex", "nothing", None, warmup=None), 2_000)
+    ch = data["channels"]["codex"]
+    assert ch["warmup_skipped"] == {"transcript_symlink": 1}
+    assert ch["last_warmup_skipped"] is None and ch["printed_calls"] == 1
