@@ -58,7 +58,7 @@ class _NoAliasLoader(yaml.SafeLoader):
     """PyYAML's safe loader without anchors and aliases (the "billion laughs" expansion)."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise PageRefused("frontmatter uses YAML anchors or aliases, which are not allowed")
         return super().compose_node(parent, index)

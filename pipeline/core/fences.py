@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline.core.jscompat import js_number_str, js_parse_float, js_parse_int, js_to_fixed
@@ -50,20 +51,26 @@ def strip_takes_fence(body: str) -> str:
     return body[:begin] + body[end + len(TAKES_END) :]
 
 
-def strip_every_takes_fence(body: str) -> str:
-    """Remove every takes fence, markers included; an unterminated one runs to the end of the body."""
+def _replace_every_fence(body: str, begin_marker: str, end_marker: str, keep: Callable[[str], str]) -> str:
+    """Every ``begin … end`` fence replaced by ``keep(fence)``; an unterminated one is cut to the end."""
     out: list[str] = []
     pos = 0
     while True:
-        begin = body.find(TAKES_BEGIN, pos)
+        begin = body.find(begin_marker, pos)
         if begin == -1:
             out.append(body[pos:])
             return "".join(out)
         out.append(body[pos:begin])
-        end = body.find(TAKES_END, begin + len(TAKES_BEGIN))
+        end = body.find(end_marker, begin + len(begin_marker))
         if end == -1:
             return "".join(out)
-        pos = end + len(TAKES_END)
+        out.append(keep(body[begin : end + len(end_marker)]))
+        pos = end + len(end_marker)
+
+
+def strip_every_takes_fence(body: str) -> str:
+    """Remove every takes fence, markers included; an unterminated one runs to the end of the body."""
+    return _replace_every_fence(body, TAKES_BEGIN, TAKES_END, lambda fence: "")
 
 
 def _trim(text: str) -> str:
@@ -241,17 +248,7 @@ def strip_facts_fence_world(body: str) -> str:
 def strip_every_facts_fence_world(body: str) -> str:
     """Every facts fence replaced by its world-only re-rendering; an unterminated one (whose rows
     cannot be told from the prose after it) is cut to the end of the body."""
-    out: list[str] = []
-    pos = 0
-    while True:
-        begin = body.find(FACTS_BEGIN, pos)
-        if begin == -1:
-            out.append(body[pos:])
-            return "".join(out)
-        out.append(body[pos:begin])
-        end = body.find(FACTS_END, begin + len(FACTS_BEGIN))
-        if end == -1:
-            return "".join(out)
-        fence = body[begin : end + len(FACTS_END)]
-        out.append(render_facts_table([f for f in parse_facts(fence) if f.visibility == "world"]))
-        pos = end + len(FACTS_END)
+    return _replace_every_fence(
+        body, FACTS_BEGIN, FACTS_END,
+        lambda fence: render_facts_table([f for f in parse_facts(fence) if f.visibility == "world"]),
+    )

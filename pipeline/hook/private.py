@@ -27,7 +27,7 @@ def private_dir(path: str) -> None:
             break
         current = parent
     for folder in reversed(missing):
-        try:
+        try:  # noqa: SIM105 - contextlib stays off the hook path
             os.mkdir(folder, DIR_MODE)
         except FileExistsError:
             pass

@@ -12,9 +12,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -167,6 +169,29 @@ def assert_rows_match(rows: list[tuple[Any, ...]], expected: dict[str, list[tupl
 
 
 # ----------------------------------------------------------------------------- workers
+
+
+@contextmanager
+def volunteer_up(**extra_env: str) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
+    """``volunteer up`` as a child process; yields it and the two settings it printed (killed at exit)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
+    env.update(extra_env)
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "up"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        stdout = proc.stdout
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(stdout.readline().decode().strip() for _ in range(2)),
+                                  daemon=True)
+        reader.start()
+        reader.join(60)
+        assert [line.split("=", 1)[0] for line in lines] == ["VOLUNTEER_BROKER", "VOLUNTEER_DATABASE_URL"]
+        yield proc, dict(line.split("=", 1) for line in lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def worker_env(settings: Settings, data_dir: Path, **extra: str) -> dict[str, str]:

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import psycopg
 import pytest
 
 from pipeline.settings import load_settings
-from tests.integration.stream.harness import ROOT, run
+from tests.integration.stream.harness import ROOT, run, volunteer_up
 from tests.services.broker import TestNames, settings_for
 from tests.services.statekey import STATE_KEY_ENV
 from topics.clients import make_producer
@@ -47,20 +46,7 @@ def port_open(host_port: str) -> bool:
 
 
 def test_up_prints_settings_that_work_and_stops_cleanly(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
-    env["VOLUNTEER_STATE_DIR"] = str(tmp_path / "state")  # 'up' creates the hooks' secret there
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "up"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=ROOT)
-    try:
-        assert proc.stdout is not None
-        stdout = proc.stdout
-        lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.extend(stdout.readline().decode().strip() for _ in range(2)),
-                                  daemon=True)
-        reader.start()
-        reader.join(60)
-        assert [line.split("=", 1)[0] for line in lines] == ["VOLUNTEER_BROKER", "VOLUNTEER_DATABASE_URL"]
-        values = dict(line.split("=", 1) for line in lines)
+    with volunteer_up(VOLUNTEER_STATE_DIR=str(tmp_path / "state")) as (proc, values):  # 'up' makes the hooks' secret
         settings = load_settings(broker=values["VOLUNTEER_BROKER"], database_url=values["VOLUNTEER_DATABASE_URL"])
         assert settings.broker_is_embedded
         # both accept connections as soon as the lines are out, and the database is migrated
@@ -82,10 +68,6 @@ def test_up_prints_settings_that_work_and_stops_cleanly(tmp_path: Path) -> None:
         assert not port_open(settings.bootstrap_servers[0])
         with pytest.raises(psycopg.OperationalError):
             psycopg.connect(settings.database_url, connect_timeout=2).close()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_demo_runs_end_to_end_and_exits_0() -> None:
