@@ -17,7 +17,7 @@ from typing import Any
 
 import faust
 
-from pipeline.agents import fastdrain, recovery_order
+from pipeline.agents import edge, fastdrain, recovery_order
 from pipeline.agents.answers import AnswerBoard, register_views
 from pipeline.agents.brain import BrainHolder
 from pipeline.agents.sink import EventWriter
@@ -88,13 +88,23 @@ class StreamApp:
             "consumer_auto_offset_reset": "earliest",
             "processing_guarantee": "at_least_once",
             "web_enabled": web_enabled,
-            "web_bind": "127.0.0.1",
-            "web_host": "127.0.0.1",
+            "web_bind": settings.web_host,
+            "web_host": settings.web_host,
             "producer_linger_ms": 1,
             "timezone": UTC,
         }
-        if web_enabled:
-            conf["web_port"] = tansu_quirks.web_port_for(settings, web_port)
+        self.token = ""
+        self.advertised_url = ""
+        self.guard: edge.EdgeGuard | None = None
+        self.forward_ssl: Any = None
+        self.registration: edge.Registration | None = None  # set by register_views
+        if web_enabled:  # the agent edge (agents/edge.py): port, address, TLS, credential, checks
+            port = edge.choose_web_port(settings, web_port)
+            self.token = edge.worker_token(settings)
+            self.guard = edge.EdgeGuard(self.token, loopback=edge.binds_loopback(settings.web_host))
+            self.advertised_url = edge.advertised_url(settings, port)
+            self.forward_ssl = edge.client_ssl_context(settings) if settings.web_tls_cafile else None
+            conf.update(edge.faust_web_settings(settings, port, self.guard))
         credentials = faust_credentials(settings)
         if credentials is not None:
             conf["broker_credentials"] = credentials

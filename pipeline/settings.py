@@ -86,7 +86,28 @@ class Settings(BaseSettings):
     purge_retention_days: float = Field(90, gt=0, description="Events older than this are purged.")
     purge_cron: str = Field("17 3 * * *", description="Crontab (UTC) of the leader-only purge task.")
     purge_batch_size: int = Field(5000, ge=1, description="Rows deleted per purge statement.")
-    web_port: int = Field(6066, ge=0, le=MAX_PORT, description="Faust web port (0 = pick a free one).")
+    web_port: int = Field(
+        6066, ge=0, le=MAX_PORT,
+        description="Port of the worker's web server, the hooks' endpoint (0 = any free one). A port that is "
+                    "taken is a start-up error; hooks find the port in use through the worker registry.")
+    web_host: str = Field(
+        "127.0.0.1", description="Address the worker's web server binds (0.0.0.0 or a host address for "
+                                 "workers on other hosts; then set a credential and TLS, docs/hooks.md).")
+    web_advertised_url: str | None = Field(
+        None, description="URL other workers and the hooks use to reach this one (registry and group "
+                          "metadata); default http(s)://<web_host>:<port>, the host name when bound to all "
+                          "addresses.")
+    web_tls_certfile: str | None = Field(None, description="Certificate (PEM) the web server presents: "
+                                                            "turns on HTTPS.")
+    web_tls_keyfile: str | None = Field(None, description="Private key of web_tls_certfile.")
+    web_tls_cafile: str | None = Field(
+        None, description="CA bundle that verifies other workers' HTTPS when forwarding (and the hook's).")
+    state_dir: str | None = Field(
+        None, description="Per-user state: the hook credential, the worker registry, the hooks' state "
+                          "(default $XDG_STATE_HOME/volunteer or ~/.local/state/volunteer).")
+    hook_token: str | None = Field(
+        None, repr=False, description="Shared secret of hooks and workers (at least 32 characters); default: "
+                                      "the 0600 file <state_dir>/hook-token, created when missing.")
     metrics_port: int = Field(9464, ge=0, le=MAX_PORT, description="Prometheus metrics port (0 = off).")
     metrics_host: str = Field(
         "127.0.0.1", description="Address the metrics endpoint listens on (0.0.0.0 in a container)."
@@ -99,8 +120,15 @@ class Settings(BaseSettings):
         None,
         description="File holding the state key, created 0600 when absent (default "
                     "~/.local/state/volunteer/state.key; workers on one host share it).")
+    state_seal: bool = Field(
+        True,
+        description="Write sealed (version 2) session values. Off: plain version-1 values, readable by releases "
+                    "from before sealing; only while rolling an upgrade from such a release (docs/operations.md).")
     log_format: str = Field("auto", description="auto | json | console.")
     log_level: str = Field("INFO", description="Log level.")
+    ready_max_lag: int = Field(
+        10_000, ge=0,
+        description="Readiness (/readyz): at most this many records behind on the partitions a worker owns.")
 
     # --- security (passed through to aiokafka / libpq) ------------------------------------
     kafka_security_protocol: str = Field("PLAINTEXT", description="PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL.")

@@ -124,8 +124,13 @@ def build_worker(settings: Settings, *, brain_dir: str | Path | None = None, opt
     partitions = prepare_topics(settings)
     brain = load_worker_brain(settings, brain_dir)
     gc.freeze()  # the brain (and the imported code) lives as long as the worker: keep it out of full collections
-    stream_app = StreamApp(settings, brain, options=options, partitions=partitions, web_enabled=web_enabled,
-                           web_port=web_port, state_cipher=cipher)
+    from pipeline.agents.edge import EdgeSetupError
+
+    try:
+        stream_app = StreamApp(settings, brain, options=options, partitions=partitions, web_enabled=web_enabled,
+                               web_port=web_port, state_cipher=cipher)
+    except EdgeSetupError as exc:
+        raise WorkerSetupError(str(exc)) from None
     serve_metrics(stream_app)
     return stream_app
 

@@ -87,7 +87,9 @@ class WindowProcessor:
 
     def __init__(self, settings: Settings, options: DecisionOptions | None = None, *,
                  cipher: StateCipher | None = None) -> None:
-        self.cipher = cipher  # seals the table values (agents/statecrypt.py); None: plain (unit tests)
+        self.cipher = cipher  # opens (and seals) the table values (agents/statecrypt.py); None: plain (unit tests)
+        # state_seal off: write plain values an older release can read, during a rolling upgrade from it
+        self.seal_with = cipher if settings.state_seal else None
         self.topic = settings.topic_turns
         self.default_source = settings.source
         self.default_channel = settings.channel
@@ -105,8 +107,8 @@ class WindowProcessor:
         self._decoded: dict[bytes, tuple[bytes, SessionRecord]] = {}
 
     def encode(self, key: bytes, record: SessionRecord) -> bytes:
-        """The table value for ``record`` of session ``key`` (sealed when there is a cipher)."""
-        return record.to_bytes(self.cipher, key)
+        """The table value for ``record`` of session ``key`` (sealed when there is a cipher and sealing is on)."""
+        return record.to_bytes(self.seal_with, key)
 
     def saved(self, key: bytes, value: bytes, record: SessionRecord) -> None:
         """Tell the processor that ``value`` (= ``record.to_bytes()``) is now the table's value."""

@@ -14,6 +14,10 @@ Who may log in (``pg_hba.conf``, rewritten at every start so an older cluster is
 - over the Unix socket, without a password (``trust``): the socket lives in the cluster's own
   0700 directory, which only its owner (and root) can enter.
 
+With ``listen`` (``volunteer up --listen ADDR``) the server also listens on ADDR for other hosts,
+with the same rule: a TCP login from any address needs the password (SCRAM), so another host never
+gets in without it.
+
 Without a ``data_dir`` the cluster is throwaway (a temp dir, durability switched off for speed,
 removed by :meth:`EmbeddedPostgres.close`); with one, data survives restarts and is never deleted.
 """
@@ -44,6 +48,10 @@ HBA_RULES = (
     "local all all trust\n"
     "host all all 127.0.0.1/32 scram-sha-256\n"
     "host all all ::1/128 scram-sha-256\n"
+)
+LISTEN_HBA_RULES = (
+    "host all all 0.0.0.0/0 scram-sha-256\n"
+    "host all all ::/0 scram-sha-256\n"
 )
 
 
@@ -120,7 +128,9 @@ class EmbeddedPostgres:
         bin_dir: str | os.PathLike[str] | None = None,
         durable: bool | None = None,
         start_timeout: float = 60.0,
+        listen: str | None = None,
     ) -> None:
+        self.listen = listen
         self._bin = find_bin_dir(bin_dir)
         self._given_dir = Path(data_dir).resolve() if data_dir is not None else None
         self._root: Path | None = self._given_dir
@@ -172,6 +182,14 @@ class EmbeddedPostgres:
 
     def url_for(self, database: str) -> str:
         return f"postgresql://{SERVER_USER}:{self.password}@127.0.0.1:{self.port}/{database}"
+
+    @property
+    def remote_url(self) -> str:
+        """The URL other hosts use: on the listen address (password included); :attr:`url` without one."""
+        if self.listen is None:
+            return self.url
+        host = f"[{self.listen}]" if ":" in self.listen else self.listen
+        return f"postgresql://{SERVER_USER}:{self.password}@{host}:{self.port}/{DATABASE}"
 
     @property
     def socket_conninfo(self) -> str:
@@ -356,7 +374,7 @@ class EmbeddedPostgres:
     def _write_hba(self) -> None:
         """Password over TCP, trust only on the socket in our 0700 directory (module docstring)."""
         hba = self.pgdata / "pg_hba.conf"
-        hba.write_text(HBA_RULES)
+        hba.write_text(HBA_RULES + (LISTEN_HBA_RULES if self.listen is not None else ""))
         os.chmod(hba, 0o600)
         user = self._server_user()
         if user is not None:
@@ -377,7 +395,7 @@ class EmbeddedPostgres:
         options = [
             f"-p {self.port}",
             f"-k {self.root}",
-            "-c listen_addresses=127.0.0.1",
+            "-c listen_addresses=" + ("127.0.0.1" if self.listen is None else f"127.0.0.1,{self.listen}"),
         ]
         if not self.durable:
             options.extend(THROWAWAY_OPTIONS)

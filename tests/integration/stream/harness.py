@@ -172,9 +172,10 @@ def assert_rows_match(rows: list[tuple[Any, ...]], expected: dict[str, list[tupl
 
 
 @contextmanager
-def volunteer_up() -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
+def volunteer_up(**extra_env: str) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
     """``volunteer up`` as a child process; yields it and the two settings it printed (killed at exit)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
+    env.update(extra_env)
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", "up"], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     try:
@@ -221,11 +222,17 @@ class WorkerProc:
     args: list[str] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
 
+    def command(self) -> list[str]:
+        """What to run (subclasses: another host's namespace, another release)."""
+        return [sys.executable, "-m", "pipeline", "worker", "--without-web", *self.args]
+
+    def workdir(self) -> Path:
+        return ROOT
+
     def start(self) -> WorkerProc:
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "pipeline", "worker", "--without-web", *self.args],
-                                         env=self.env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(self.command(), env=self.env, cwd=self.workdir(), stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
     def log(self) -> str:
@@ -252,9 +259,16 @@ class WorkerProc:
 
     def owned_partitions(self) -> list[int]:
         """The partitions of the newest ready line."""
-        line = [ln for ln in self.log().splitlines() if READY_MARK in ln][-1]
-        inside = line.split(READY_MARK, 1)[1].split("]", 1)[0].strip(" [")
-        return [int(p) for p in inside.split(",") if p.strip()]
+        return self.ready_partitions()[-1]
+
+    def ready_partitions(self) -> list[list[int]]:
+        """The partitions of every ready line, oldest first (one per rebalance)."""
+        out = []
+        for line in self.log().splitlines():
+            if READY_MARK in line:
+                inside = line.split(READY_MARK, 1)[1].split("]", 1)[0].strip(" [")
+                out.append([int(p) for p in inside.split(",") if p.strip()])
+        return out
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
         assert self.proc is not None

@@ -8,6 +8,8 @@ import signal
 import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -43,8 +45,8 @@ def port_open(host_port: str) -> bool:
         return False
 
 
-def test_up_prints_settings_that_work_and_stops_cleanly() -> None:
-    with volunteer_up() as (proc, values):
+def test_up_prints_settings_that_work_and_stops_cleanly(tmp_path: Path) -> None:
+    with volunteer_up(VOLUNTEER_STATE_DIR=str(tmp_path / "state")) as (proc, values):  # 'up' makes the hooks' secret
         settings = load_settings(broker=values["VOLUNTEER_BROKER"], database_url=values["VOLUNTEER_DATABASE_URL"])
         assert settings.broker_is_embedded
         # both accept connections as soon as the lines are out, and the database is migrated
@@ -57,6 +59,10 @@ def test_up_prints_settings_that_work_and_stops_cleanly() -> None:
         assert bare != settings.database_url
         with pytest.raises(psycopg.OperationalError, match="password"):
             psycopg.connect(bare, connect_timeout=5).close()
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "state" / "hook-token").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (tmp_path / "state" / "hook-token").stat().st_mode & 0o777 == 0o600
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
         assert not port_open(settings.bootstrap_servers[0])

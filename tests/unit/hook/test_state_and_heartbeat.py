@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from pipeline.hook.config import DEFAULT_URL, HookConfig, hooks_enabled
+from pipeline.hook.config import HookConfig, hooks_enabled
 from pipeline.hook.heartbeat import CallRecord, apply_call, day_key, read_heartbeat, record_call, totals_since
 from pipeline.hook.state import SessionStateFile, prompt_digest, session_file_name, sweep_old_sessions
 
@@ -112,7 +112,7 @@ def test_config_from_env_falls_back_on_bad_values(tmp_path: Path) -> None:
     cfg = HookConfig.from_env("nonsense", {"HOME": str(tmp_path), "VOLUNTEER_HOOK_DEADLINE_MS": "abc",
                                            "VOLUNTEER_HOOK_MAX_CHARS": "99999", "VOLUNTEER_HOOK_WARM_TURNS": "nan"})
     assert (cfg.harness, cfg.url, cfg.deadline_ms, cfg.max_chars, cfg.warm_turns) == (
-        "claude-code", DEFAULT_URL, 800.0, 10_000, 4)
+        "claude-code", None, 800.0, 10_000, 4)
     assert Path(cfg.transcript_root) == tmp_path / ".claude" / "projects"
     assert Path(cfg.state_dir) == tmp_path / ".local" / "state" / "volunteer" / "hooks"
     codex = HookConfig.from_env("codex", {"HOME": str(tmp_path), "CODEX_HOME": str(tmp_path / "cx"),
