@@ -87,6 +87,7 @@ def bootstrap(harness: str, scope: str, project_dir: Path | None, uninstall: boo
       volunteer bootstrap                           # install it
       volunteer bootstrap --harness codex --trust   # install it for Codex and trust it
       volunteer bootstrap --harness codex --scope project --project-dir ~/src/app
+      volunteer bootstrap --harness opencode        # the plugin in ~/.config/opencode/plugins
       volunteer bootstrap --uninstall
     """
     if trust and (harness != "codex" or uninstall):

@@ -8,7 +8,8 @@ trust is tied to the hook's content: ``config.toml`` holds, per hook,
 
 where the hash is SHA-256 of the hook's identity as compact JSON with sorted keys:
 ``{"event_name": "user_prompt_submit", "hooks": [{"async": false, "command": …, "timeout": …,
-"type": "command"}]}`` (plus ``"matcher"`` when the group has one). An untrusted hook, or one
+"type": "command"}]}`` (a group's ``matcher`` is not part of it: Codex applies no matcher to this
+event; ``timeout`` is 600 when the entry has none). An untrusted hook, or one
 whose command changed since it was trusted ("modified"), is skipped without a word: no process,
 no heartbeat, nothing on stderr.
 
@@ -65,11 +66,9 @@ def hook_key(hooks_path: Path, group: int, handler: int) -> str:
     return f"{os.path.realpath(hooks_path)}:{EVENT_KEY}:{group}:{handler}"
 
 
-def hook_hash(command: str, timeout_s: int, matcher: str | None = None) -> str:
-    identity: dict[str, Any] = {"event_name": EVENT_KEY, "hooks": [
+def hook_hash(command: str, timeout_s: int) -> str:
+    identity = {"event_name": EVENT_KEY, "hooks": [
         {"async": False, "command": command, "timeout": timeout_s, "type": "command"}]}
-    if matcher is not None:
-        identity["matcher"] = matcher
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
@@ -93,10 +92,8 @@ def our_hook(hooks_path: Path, settings: Any = None) -> CodexHook | None:
             if isinstance(handler, dict) and is_our_command(handler.get("command")):
                 timeout = handler.get("timeout")
                 timeout_s = timeout if isinstance(timeout, int) else CODEX_DEFAULT_TIMEOUT_S
-                matcher = group.get("matcher")
                 command = str(handler["command"])
-                return CodexHook(hooks_path, command, hook_key(hooks_path, g, h),
-                                 hook_hash(command, timeout_s, matcher if isinstance(matcher, str) else None))
+                return CodexHook(hooks_path, command, hook_key(hooks_path, g, h), hook_hash(command, timeout_s))
     return None
 
 
@@ -240,7 +237,8 @@ def _listed(server: AppServer, hook: CodexHook, cwd: Path) -> dict[str, Any]:
         for listed in entry.get("hooks") or []:
             if listed.get("key") == hook.key:
                 return dict(listed)
-    raise InstallError(f"Codex does not list the hook {hook.key} (is {hook.hooks_path} the hooks.json it reads?)")
+    raise InstallError(f"Codex does not list the hook {hook.key}: is {hook.hooks_path} the hooks.json it reads "
+                       "(CODEX_HOME)? A project's hooks are listed only once Codex trusts the folder")
 
 
 def trust_with_codex(hook: CodexHook, codex: str, env: Mapping[str, str], cwd: Path) -> bool:

@@ -496,16 +496,25 @@ class ClaudeRun:
 
 
 @dataclass
-class CodexRun:
+class EventsRun:
+    """A run whose stdout is JSON lines: Codex ``exec --json``, opencode ``run --format json``."""
+
     proc: subprocess.CompletedProcess[str]
     events: list[dict[str, Any]]
 
     @property
-    def thread_id(self) -> str:
+    def session_id(self) -> str:
+        """Codex's thread id (its ``thread.started`` event) or opencode's ``sessionID``."""
         for event in self.events:
-            if event.get("type") == "thread.started":
-                return str(event["thread_id"])
-        raise AssertionError(f"no thread.started event in codex output:\n{self.proc.stdout[-2000:]}")
+            found = (event.get("thread_id") if event.get("type") == "thread.started"
+                     else event.get("sessionID") or (event.get("part") or {}).get("sessionID"))
+            if found:
+                return str(found)
+        raise AssertionError(f"no session id in the output:\n{self.proc.stdout[-2000:]}")
+
+    @property
+    def thread_id(self) -> str:
+        return self.session_id
 
 
 def _run(cmd: list[str], env: Mapping[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -540,7 +549,7 @@ def codex_provider_args(model_url: str) -> list[str]:
 
 def run_codex(binary: Path, prompt: str, *, home: Path, model_url: str, resume: str | None = None,
               cwd: Path | None = None, args: Sequence[str] = (), env: Mapping[str, str] | None = None,
-              timeout: float = RUN_TIMEOUT_S) -> CodexRun:
+              timeout: float = RUN_TIMEOUT_S) -> EventsRun:
     """``codex exec [resume ID] --json ... PROMPT``; fails with the output on a bad exit."""
     head = [str(binary), "exec", *(["resume", resume] if resume else [])]
     sandbox = [] if resume else ["-s", "read-only"]  # 'exec resume' keeps the session's sandbox
@@ -550,7 +559,7 @@ def run_codex(binary: Path, prompt: str, *, home: Path, model_url: str, resume: 
     if proc.returncode != 0:
         raise AssertionError(f"codex exited {proc.returncode}\nstdout: {proc.stdout[-2000:]}\n"
                              f"stderr: {proc.stderr[-2000:]}")
-    return CodexRun(proc, events)
+    return EventsRun(proc, events)
 
 
 def opencode_env(home: Path, model_url: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -565,23 +574,9 @@ def opencode_env(home: Path, model_url: str, extra: Mapping[str, str] | None = N
                            **(extra or {})})
 
 
-@dataclass
-class OpencodeRun:
-    proc: subprocess.CompletedProcess[str]
-    events: list[dict[str, Any]]
-
-    @property
-    def session_id(self) -> str:
-        for event in self.events:
-            found = event.get("sessionID") or (event.get("part") or {}).get("sessionID")
-            if found:
-                return str(found)
-        raise AssertionError(f"no sessionID in opencode output:\n{self.proc.stdout[-2000:]}")
-
-
 def run_opencode(binary: Path, prompt: str, *, home: Path, model_url: str, session: str | None = None,
                  cwd: Path | None = None, args: Sequence[str] = (), env: Mapping[str, str] | None = None,
-                 timeout: float = RUN_TIMEOUT_S) -> OpencodeRun:
+                 timeout: float = RUN_TIMEOUT_S) -> EventsRun:
     """``opencode run --format json [--session ID] PROMPT`` (plugins from ``~/.config/opencode/plugins``)."""
     cmd = [str(binary), "run", "--format", "json", "--title", "stand-in", *(["--session", session] if session else []),
            *args, prompt]
@@ -590,7 +585,7 @@ def run_opencode(binary: Path, prompt: str, *, home: Path, model_url: str, sessi
     if proc.returncode != 0:
         raise AssertionError(f"opencode exited {proc.returncode}\nstdout: {proc.stdout[-2000:]}\n"
                              f"stderr: {proc.stderr[-2000:]}")
-    return OpencodeRun(proc, events)
+    return EventsRun(proc, events)
 
 
 def _json_line(line: str) -> dict[str, Any] | None:

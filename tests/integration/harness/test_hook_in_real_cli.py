@@ -11,22 +11,23 @@ worker restarts.
 
 from __future__ import annotations
 
-import os
 import re
+import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 import pytest
 
-from pipeline.agents.answers import HOOK_ENDPOINT_MARK
 from pipeline.hook.doctor import hook_channel_statuses
+from pipeline.hook.install import installed_command
 from pipeline.settings import Settings
-from tests.integration.hook.conftest import ROOT, Worker, free_port, wait_rows
+from tests.integration.harness.conftest import HOOK_TOKEN, SameHostWorker
+from tests.integration.hook.conftest import Worker, free_port, wait_rows
 from tests.services.broker import new_names, settings_for
 from tests.support.harness_cli import (
     HOOK_CONTEXT_PREFIX,
@@ -35,6 +36,7 @@ from tests.support.harness_cli import (
     developer_after_user,
     make_home,
     newest_hook_context,
+    responses_items,
     run_claude,
     run_codex,
     run_opencode,
@@ -44,27 +46,30 @@ pytestmark = pytest.mark.integration
 
 ALICE, KITELINE = "people/alice-example", "companies/kiteline"
 SLUG = re.compile(r"→ `([^`]+)`")
-HOOK_ENV = {"VOLUNTEER_HOOK_DEADLINE_MS": "8000"}  # the 2 shared cores may be busy; deadlines have own tests
-
-
-def share_credential(worker: Worker, home: Path) -> None:
-    """Give the harness's user the worker's secret where a hook with default settings looks for it
-    (a worker started by that user on that machine writes it there itself)."""
-    assert worker.state_dir is not None
-    target = home / ".local" / "state" / "volunteer"
-    target.mkdir(mode=0o700, parents=True, exist_ok=True)
-    token = target / "hook-token"
-    token.write_bytes((worker.state_dir / "hook-token").read_bytes())
-    token.chmod(0o600)
+SLOW_CORES = {"VOLUNTEER_HOOK_DEADLINE_MS": "8000"}  # the 2 shared cores may be busy; deadlines have own tests
+HOOK_ENV = {**SLOW_CORES, "VOLUNTEER_HOOK_TOKEN": HOOK_TOKEN}  # the module worker's secret, where one is used
 
 
 def slugs(block: str) -> list[str]:
     return SLUG.findall(block)
 
 
-def bootstrap(home: Path, *args: str, path: str = "/usr/bin:/bin") -> str:
+def bare_path(home: Path) -> str:
+    """A PATH with node, sh and env only: no .venv/bin, no volunteer, no codex (Codex's launcher is a
+    node script, so 'codex app-server' through an explicit --codex still starts)."""
+    bin_dir = home / "bare-bin"
+    if not bin_dir.exists():
+        bin_dir.mkdir()
+        for tool in ("node", "sh", "env"):
+            found = shutil.which(tool)
+            assert found, f"{tool} is not on PATH"
+            (bin_dir / tool).symlink_to(found)
+    return str(bin_dir)
+
+
+def bootstrap(home: Path, *args: str) -> str:
     """``volunteer bootstrap`` as a user runs it, into this HOME, with a PATH that lacks .venv/bin."""
-    env = base_env(home, {"PATH": path})
+    env = base_env(home, {"PATH": bare_path(home)})
     done = subprocess.run([sys.executable, "-m", "pipeline", "bootstrap", *args], capture_output=True, text=True,
                           env=env, cwd=home, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -97,15 +102,18 @@ def rows_match_what_the_model_saw(database_url: str, session_id: str, seen: list
 def test_claude_code_block_reaches_the_model_and_resume_carries_only_new_items(
         claude_code_cli: Path, worker: Worker, hook_settings: Settings, tmp_path: Path) -> None:
     home = make_home(tmp_path)
-    share_credential(worker, home)
     bootstrap(home, "--url", worker.url)
+    script = Path(sysconfig.get_path("scripts")) / "volunteer"  # this installation's fast entry
+    assert installed_command(home / ".claude" / "settings.json") == (
+        f"env VOLUNTEER_HOOK_URL={worker.url} {script} hook user-prompt")
     with StandInModel() as model:
         first = run_claude(claude_code_cli, "Did Alice Example reply?", home=home, model_url=model.url,
                            env=HOOK_ENV)
         one = claude_blocks(model)[-1]
         assert ALICE in slugs(one) and KITELINE not in slugs(one)
-        run_claude(claude_code_cli, "And Kiteline? Alice Example said yes.", home=home, model_url=model.url,
-                   resume=first.session_id, env=HOOK_ENV)
+        again = run_claude(claude_code_cli, "And Kiteline? Alice Example said yes.", home=home, model_url=model.url,
+                           resume=first.session_id, env=HOOK_ENV)
+        assert again.session_id == first.session_id
         two = claude_blocks(model)[-1]
         assert KITELINE in slugs(two) and ALICE not in slugs(two)  # Alice was given already
         assert any(part.get("text", "").startswith(HOOK_CONTEXT_PREFIX + two)
@@ -123,7 +131,6 @@ def test_claude_code_block_reaches_the_model_and_resume_carries_only_new_items(
 def test_codex_untrusted_is_skipped_silently_then_trusted_runs(
         codex_cli: Path, worker: Worker, hook_settings: Settings, tmp_path: Path) -> None:
     home = make_home(tmp_path)
-    share_credential(worker, home)
     out = bootstrap(home, "--harness", "codex", "--url", worker.url)
     assert "untrusted" in out and "--trust" in out
     env = {"HOME": str(home), "CODEX_HOME": str(home / ".codex")}
@@ -151,15 +158,17 @@ def test_codex_untrusted_is_skipped_silently_then_trusted_runs(
 def test_codex_block_reaches_the_model_and_resume_carries_only_new_items(
         codex_cli: Path, worker: Worker, hook_settings: Settings, tmp_path: Path) -> None:
     home = make_home(tmp_path)
-    share_credential(worker, home)
     out = bootstrap(home, "--harness", "codex", "--url", worker.url, "--trust", "--codex", str(codex_cli))
     assert "app-server" in out  # Codex itself wrote the trust entry
     with StandInModel() as model:
         first = run_codex(codex_cli, "Did Alice Example reply?", home=home, model_url=model.url, env=HOOK_ENV)
         (one,) = developer_after_user(model.responses()[-1])
         assert ALICE in slugs(one) and KITELINE not in slugs(one)
-        run_codex(codex_cli, "And Kiteline? Alice Example said yes.", home=home, model_url=model.url,
-                  resume=first.thread_id, env=HOOK_ENV)
+        again = run_codex(codex_cli, "And Kiteline? Alice Example said yes.", home=home, model_url=model.url,
+                          resume=first.thread_id, env=HOOK_ENV)
+        assert again.thread_id == first.thread_id
+        items = responses_items(model.responses()[-1])
+        assert ("user", "Did Alice Example reply?") in items  # the same session, resumed
         (two,) = developer_after_user(model.responses()[-1])
         assert KITELINE in slugs(two) and ALICE not in slugs(two)
     beat = heartbeat(home, "codex")
@@ -186,7 +195,6 @@ def opencode_block(model: StandInModel, prompt: str) -> str:
 def test_opencode_plugin_block_reaches_the_model_and_the_next_prompt_carries_only_new_items(
         opencode_cli: Path, worker: Worker, hook_settings: Settings, tmp_path: Path) -> None:
     home = make_home(tmp_path)
-    share_credential(worker, home)
     out = bootstrap(home, "--harness", "opencode", "--url", worker.url)
     assert "volunteer-stream.js" in out
     with StandInModel() as model:
@@ -205,62 +213,40 @@ def test_opencode_plugin_block_reaches_the_model_and_the_next_prompt_carries_onl
 # ----------------------------------------------------------------------------- worker restart
 
 
-@dataclass
-class SameHostWorker(Worker):
-    """A worker on a fixed web port that shares the user's HOME and runtime folder with the harness,
-    as a worker started by that user on that machine does."""
-
-    port: int = 0
-    extra_env: dict[str, str] = field(default_factory=dict)
-
-    def env(self) -> dict[str, str]:
-        return {**super().env(), **self.extra_env}
-
-    def wait_ready(self, count: int = 1, timeout: float = 90) -> None:
-        super().wait_ready(count, timeout)
-        deadline = time.monotonic() + timeout
-        while self.log().count(HOOK_ENDPOINT_MARK) < count:  # this start's endpoint line may come after ready
-            assert time.monotonic() < deadline, self.log()[-3000:]
-            time.sleep(0.05)
-        self.url = re.findall(re.escape(HOOK_ENDPOINT_MARK) + r" (http://[^/\s]+)/", self.log())[-1]
-
-    def start(self) -> SameHostWorker:
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pipeline", "worker", "--brain", str(ROOT / "pipeline" / "samples" / "brain"),
-                 "--web-port", str(self.port)], env=self.env(), cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True)
-        return self
-
-
-@pytest.fixture
-def own_settings(module_broker_url: str, hook_database: str) -> Settings:
-    # The default app id: a hook with default settings looks for the default stack's workers.
-    return settings_for(module_broker_url, new_names(), database_url=hook_database, topic_partitions=4,
-                        app_id="volunteer-stream")
-
-
-@pytest.fixture
-def restartable(own_settings: Settings, tmp_path: Path) -> Iterator[tuple[SameHostWorker, Path]]:
+def restartable(settings: Settings, tmp_path: Path) -> Iterator[tuple[SameHostWorker, Path]]:
+    """A worker on a fixed port, run by the same user (HOME) as the harness, with that user's
+    default state folder: the credential and whatever the hook uses to find workers are shared
+    the way they are on a developer's machine."""
     home = make_home(tmp_path)
     (home / "run").mkdir(mode=0o700)
-    w = SameHostWorker(own_settings, tmp_path / "worker.log", tmp_path / "data", port=free_port(),
+    w = SameHostWorker(settings, tmp_path / "worker.log", tmp_path / "data", port=free_port(), default_state=True,
                        extra_env={"HOME": str(home), "XDG_RUNTIME_DIR": str(home / "run"),
-                                  "XDG_STATE_HOME": str(home / ".local" / "state")},
-                       default_state=True)  # the credential and the registry under that HOME, like the hook's
+                                  "XDG_STATE_HOME": str(home / ".local" / "state")})
     try:
         yield w, home
     finally:
         w.stop()
 
 
+@pytest.fixture
+def default_stack(module_broker_url: str, hook_database: str, tmp_path: Path) -> Iterator[tuple[SameHostWorker, Path]]:
+    """The default stack: app id ``volunteer-stream``, what a hook with default settings looks for."""
+    settings = settings_for(module_broker_url, new_names(), database_url=hook_database, app_id="volunteer-stream")
+    yield from restartable(settings, tmp_path)
+
+
+@pytest.fixture
+def own_stack(module_broker_url: str, hook_database: str, tmp_path: Path) -> Iterator[tuple[SameHostWorker, Path]]:
+    yield from restartable(settings_for(module_broker_url, new_names(), database_url=hook_database), tmp_path)
+
+
 def test_a_hook_with_default_settings_reaches_the_worker_again_after_a_restart(
-        claude_code_cli: Path, restartable: tuple[SameHostWorker, Path], own_settings: Settings) -> None:
+        claude_code_cli: Path, default_stack: tuple[SameHostWorker, Path]) -> None:
     """Requirement (issue 11, item 2): the hook finds the worker with default settings, also when the
     worker restarts right after serving prompts (its port's connections still in TIME_WAIT)."""
-    worker, home = restartable
+    worker, home = default_stack
     bootstrap(home)  # default settings: no --url
-    env = {**HOOK_ENV, "XDG_RUNTIME_DIR": str(home / "run")}
+    env = {**SLOW_CORES, "XDG_RUNTIME_DIR": str(home / "run")}
     worker.start().wait_ready()
     with StandInModel() as model:
         first = run_claude(claude_code_cli, "Did Alice Example reply?", home=home, model_url=model.url, env=env)
@@ -273,22 +259,22 @@ def test_a_hook_with_default_settings_reaches_the_worker_again_after_a_restart(
         assert KITELINE in slugs(block), f"no block after the restart: {heartbeat(home, 'claude-code')}"
         assert time.monotonic() - restarted < 30
     assert worker.url.endswith(f":{worker.port}"), f"the restarted worker moved to {worker.url}"
-    assert os.path.isdir(home / "run")
 
 
 def test_a_hook_pinned_to_the_worker_port_reaches_it_again_after_a_restart(
-        claude_code_cli: Path, restartable: tuple[SameHostWorker, Path], own_settings: Settings) -> None:
+        claude_code_cli: Path, own_stack: tuple[SameHostWorker, Path]) -> None:
     """Requirement (issue 11, item 2): the configured web port survives a restart right after serving
     prompts (connections in TIME_WAIT must not move it), so a hook pointed at it keeps working."""
-    worker, home = restartable
+    worker, home = own_stack
     bootstrap(home, "--url", f"http://127.0.0.1:{worker.port}")
     worker.start().wait_ready()
     with StandInModel() as model:
-        first = run_claude(claude_code_cli, "Did Alice Example reply?", home=home, model_url=model.url, env=HOOK_ENV)
+        first = run_claude(claude_code_cli, "Did Alice Example reply?", home=home, model_url=model.url,
+                           env=SLOW_CORES)
         assert ALICE in slugs(claude_blocks(model)[-1]), heartbeat(home, "claude-code")
         worker.stop()
         worker.start().wait_ready(count=2)
         assert worker.url == f"http://127.0.0.1:{worker.port}", f"the restarted worker moved to {worker.url}"
         run_claude(claude_code_cli, "And Kiteline?", home=home, model_url=model.url, resume=first.session_id,
-                   env=HOOK_ENV)
+                   env=SLOW_CORES)
         assert KITELINE in slugs(claude_blocks(model)[-1]), heartbeat(home, "claude-code")

@@ -149,3 +149,12 @@ def test_unknown_events_skip_the_reconciliation(env: dict[str, str], tmp_path: P
     assert status == "warn" and "have no event row" in detail
     (claude,) = hook_channel_statuses(None, state_dir=state, env=env, project_dir=state, now_ms=NOW)
     assert claude.status == "ok" and "events not checked" in claude.detail and claude.data["events"] is None
+
+
+def test_opencode_plugin_installed_but_never_called(env: dict[str, str], tmp_path: Path) -> None:
+    from pipeline.hook.install import apply, plan, settings_path
+
+    path = settings_path("opencode", "user", env=env)
+    apply(plan(path, uninstall=False, command="/v/bin/volunteer hook user-prompt --harness opencode"))
+    (status, detail), = statuses(env, tmp_path / "state").values()
+    assert status == "warn" and f"opencode: hook installed ({path}) but never called" == detail
