@@ -327,7 +327,7 @@ class HookEndpoint:
         if raw is None:
             return 0
         try:
-            return SessionRecord.from_bytes(raw).state.last_turn
+            return SessionRecord.from_bytes(raw, self.ctx.cipher, key).state.last_turn  # sealed: needs the key
         except CorruptState:
             return None
 

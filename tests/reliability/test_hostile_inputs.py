@@ -20,7 +20,6 @@ refused (docs/security.md is the threat model these controls answer):
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -47,9 +46,17 @@ SAMPLES = ROOT / "pipeline" / "samples"
 SECRET = "TopSecret99"
 
 
+PEAK_WRAPPER = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
+                "sys.stderr.write(f'peak_kb={resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n'); "
+                "sys.exit(code)")
+"""Runs a command as its only child and ends stderr with that child's peak RSS: measured in the
+test process, ``RUSAGE_CHILDREN`` would be the largest of every child the whole run ever waited for."""
+
+
 def volunteer(*args: str, env: dict[str, str] | None = None, stdin: bytes = b"", timeout: float = 120,
-              umask: int | None = None) -> subprocess.CompletedProcess[str]:
-    """The real ``volunteer`` command in a child process, with only the given VOLUNTEER_* settings."""
+              umask: int | None = None, peak: bool = False) -> subprocess.CompletedProcess[str]:
+    """The real ``volunteer`` command in a child process, with only the given VOLUNTEER_* settings
+    (``peak``: through :data:`PEAK_WRAPPER`, so stderr's last line is ``peak_kb=N``)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
     base.update({**STATE_KEY_ENV, **(env or {})})
 
@@ -57,7 +64,8 @@ def volunteer(*args: str, env: dict[str, str] | None = None, stdin: bytes = b"",
         if umask is not None:
             os.umask(umask)
 
-    result = subprocess.run([sys.executable, "-m", "pipeline", *args], input=stdin, capture_output=True, env=base,
+    wrap = [sys.executable, "-c", PEAK_WRAPPER] if peak else []
+    result = subprocess.run([*wrap, sys.executable, "-m", "pipeline", *args], input=stdin, capture_output=True, env=base,
                             cwd=ROOT, timeout=timeout, preexec_fn=set_umask)
     return subprocess.CompletedProcess(result.args, result.returncode, result.stdout.decode("utf-8", "replace"),
                                        result.stderr.decode("utf-8", "replace"))
@@ -138,15 +146,15 @@ def test_import_stays_in_the_folder_and_in_memory(tmp_path: Path, migrated_datab
     (folder / "huge-front.md").write_text("---\nsummary: " + "x" * 70_000 + "\n---\nbody\n")
     (folder / "huge-title.md").write_text("# " + "T" * 1_500 + "\nbody\n")
     assert len((folder / "bomb.md").read_bytes()) < 450
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result = volunteer("brain", "import", str(folder), env={"VOLUNTEER_DATABASE_URL": migrated_database_url})
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    result = volunteer("brain", "import", str(folder), env={"VOLUNTEER_DATABASE_URL": migrated_database_url},
+                       peak=True)
+    peak_kb = int(result.stderr.rstrip().rsplit("peak_kb=", 1)[1])
     assert result.returncode == 0, result.stderr
     refusals = [line for line in result.stderr.splitlines() if line.startswith("refused ")]
     named = {line.split("'")[1] for line in refusals}
     assert named == {"linked.md", "linked-dir", "bomb.md", "huge-front.md", "huge-title.md"}, refusals
     assert any("anchors or aliases" in line for line in refusals)
-    assert peak_kb < max(before, 400_000), f"import peaked at {peak_kb} kB"  # the bomb alone would be GBs
+    assert 0 < peak_kb < 400_000, f"import peaked at {peak_kb} kB"  # the bomb alone would be GBs
     with psycopg.connect(migrated_database_url) as conn:
         rows = conn.execute("SELECT slug, compiled_truth FROM pages ORDER BY slug").fetchall()
     assert [slug for slug, _ in rows] == ["alice", "inside-link"]
