@@ -60,6 +60,10 @@ class Settings(BaseSettings):
     reflex_max_pointers: float = Field(
         3, description="Reflex pointers per harness turn (no confidence gate); <1 or missing means 3, capped at 10."
     )
+    hook_window_turns: float = Field(
+        5, description="Rolling window of harness (hook) sessions: the reference hook's last 4 transcript turns "
+                       "plus the prompt; clamped to 1..64 (floor).",
+    )
     reflex_stream: bool = Field(
         False, description="Give ordinary (non-harness) turns the same turn context: pointers too, on volunteered."
     )

@@ -98,9 +98,13 @@ class WindowProcessor:
         self.options = options if options is not None else decision_options(settings)
         # Harness turns get the turn context (reflex pointers, then pages) unless VOLUNTEER_REFLEX=off;
         # ordinary turns only when VOLUNTEER_REFLEX_STREAM is on (agents/hooklane.py, docs/hooks.md).
-        self.hook_options = (replace(self.options, reflex=True, reflex_max_pointers=settings.reflex_max_pointers)
-                             if settings.reflex else self.options)
-        self.stream_options = self.hook_options if settings.reflex and settings.reflex_stream else self.options
+        # Harness sessions keep the reference hook's window (its last 4 transcript turns plus the
+        # prompt: hook_window_turns, 5), whatever the stream channels' window_turns says.
+        reflexed = replace(self.options, reflex=True, reflex_max_pointers=settings.reflex_max_pointers)
+        hook_window = replace(self.options, window_turns=settings.hook_window_turns)
+        self.hook_options = (replace(reflexed, window_turns=settings.hook_window_turns)
+                             if settings.reflex else hook_window)
+        self.stream_options = reflexed if settings.reflex and settings.reflex_stream else self.options
         # key -> (the exact table value saved for it, that value decoded). Entries are taken out
         # while a batch uses them and put back only by :meth:`saved`, so a batch that fails or is
         # not saved can never leave a mutated state behind.

@@ -33,12 +33,16 @@ def _fail(message: str) -> None:
               help="Do not log volunteered pages as op events (they are logged by default, best-effort).")
 @click.option("--http", "listen", metavar="HOST:PORT",
               help="Serve streamable HTTP on http://HOST:PORT/mcp instead of stdio; every request then needs "
-                   "'Authorization: Bearer <VOLUNTEER_HOOK_TOKEN or --token-file>'.")
+                   "'Authorization: Bearer <bearer>' (see --print-bearer).")
 @click.option("--token-file", metavar="PATH", type=click.Path(dir_okay=False),
-              help="With --http: file (mode 0600) holding the bearer secret, when VOLUNTEER_HOOK_TOKEN is unset.")
+              help="With --http: file (mode 0600) whose first line is a dedicated bearer secret. Default: a "
+                   "bearer derived from the agent edge's credential (VOLUNTEER_HOOK_TOKEN, else the per-user "
+                   "token file the worker, 'up' and 'bootstrap' share).")
+@click.option("--print-bearer", is_flag=True,
+              help="Print the bearer an HTTP client must send (from --token-file or the edge credential) and exit.")
 def mcp(brain_dir: str | None, database_url: str | None, sources: tuple[str, ...], max_pages: str | None,
         min_confidence: str | None, no_lexical_arms: bool, exclude_prefixes: tuple[str, ...], no_log: bool,
-        listen: str | None, token_file: str | None) -> None:
+        listen: str | None, token_file: str | None, print_bearer: bool) -> None:
     """Serve volunteer_context, volunteer_stats and volunteer_opened to MCP clients.
 
     The brain comes from --brain DIR, or from PostgreSQL (--database-url / VOLUNTEER_DATABASE_URL),
@@ -52,11 +56,20 @@ def mcp(brain_dir: str | None, database_url: str | None, sources: tuple[str, ...
     Examples:
       volunteer mcp --brain pipeline/samples/brain
       volunteer mcp --database-url postgresql://... --source default
-      VOLUNTEER_HOOK_TOKEN=... volunteer mcp --http 127.0.0.1:8765
+      volunteer mcp --http 127.0.0.1:8765 --brain pipeline/samples/brain
+      volunteer mcp --print-bearer      # the 'Authorization: Bearer ...' value for HTTP clients
     \b
     Claude Code:  claude mcp add volunteer -- volunteer mcp --database-url postgresql://...
     See docs/mcp.md for Codex and other clients.
     """
+    if print_bearer:
+        from pipeline.mcp.auth import CredentialError, shared_hook_credential
+
+        try:
+            click.echo(shared_hook_credential(token_file))
+        except CredentialError as exc:
+            _fail(str(exc))
+        return
     try:
         _serve(brain_dir, database_url, sources, max_pages, min_confidence, no_lexical_arms, exclude_prefixes,
                no_log, listen, token_file)

@@ -143,6 +143,16 @@ def _mac(token: str, *parts: str) -> str:
     return blake2b(data, key=_key(token), digest_size=32, person=b"volunteer-edge").hexdigest()
 
 
+def derived_bearer(token: str, purpose: str) -> str:
+    """A bearer secret for another endpoint (``purpose``, e.g. ``"mcp"``) derived from the token.
+
+    A bearer value travels in every request; over plain HTTP to another host anyone on the path can
+    read it. Sending the hook token itself would hand out the key of every MAC on the agent edge,
+    so other endpoints get a one-way derivation: knowing the bearer reveals nothing of the token.
+    """
+    return _mac(token, "bearer", purpose)
+
+
 def body_digest(body: bytes) -> str:
     return blake2b(body, digest_size=32).hexdigest()
 

@@ -1,13 +1,16 @@
-"""The credential of ``volunteer mcp --http``: a bearer token, the same secret as the hook lane's.
+"""The credential of ``volunteer mcp --http``: a bearer derived from the hook lane's secret.
 
 Over stdio the client started the server itself, so there is nothing to check. Over HTTP anybody
-who can reach the port could ask, so every request must carry ``Authorization: Bearer <token>``;
-a missing or wrong token gets ``401`` before the MCP layer sees the request.
+who can reach the port could ask, so every request must carry ``Authorization: Bearer <bearer>``;
+a missing or wrong one gets ``401`` before the MCP layer sees the request.
 
-:func:`shared_hook_credential` is the single place that decides which secret that is:
-``VOLUNTEER_HOOK_TOKEN`` when set, else the contents of ``--token-file``. It is deliberately one
-small function so that it can be pointed at the hook lane's per-user token file
-(``pipeline.hook``'s credential module) without touching the server.
+:func:`shared_hook_credential` is the single place that decides which secret that is. With
+``--token-file`` it is that file's first line (a dedicated MCP secret). Otherwise it is derived
+from the agent edge's credential (``VOLUNTEER_HOOK_TOKEN``, else the per-user 0600 token file that
+the worker, ``up`` and ``bootstrap`` share; created when missing), through
+:func:`pipeline.hook.credential.derived_bearer`: the bearer travels in every request, and over
+plain HTTP it must not be the key of the hook lane's MACs. ``volunteer mcp --print-bearer`` prints
+it for a client's configuration.
 """
 
 from __future__ import annotations
@@ -28,31 +31,34 @@ class CredentialError(ValueError):
 
 
 def shared_hook_credential(token_file: str | None, env: Mapping[str, str] | None = None) -> str:
-    """The bearer secret: ``VOLUNTEER_HOOK_TOKEN``, else the first line of ``token_file``.
+    """The bearer secret: the first line of ``token_file``, else derived from the edge credential.
 
     Refuses a token shorter than 16 characters, and a token file that others can read (it must be
     0600 or stricter, like an SSH key), with a one-line :class:`CredentialError`.
     """
     environ = os.environ if env is None else env
-    token = environ.get(TOKEN_ENV, "").strip()
-    source = TOKEN_ENV
-    if not token:
-        if not token_file:
-            raise CredentialError(
-                f"--http needs a credential: set {TOKEN_ENV} or pass --token-file PATH "
-                "(a file holding a secret of at least 16 characters, mode 0600)"
-            )
-        path = Path(token_file)
+    if not token_file:
+        from pipeline.hook.credential import CredentialError as EdgeCredentialError
+        from pipeline.hook.credential import derived_bearer, load_token
+
         try:
-            mode = path.stat().st_mode
-            data = path.read_bytes()[:MAX_TOKEN_FILE_BYTES]
-        except OSError as exc:
-            raise CredentialError(f"cannot read the token file {token_file}: {exc.strerror or exc}") from None
-        if mode & 0o077:
-            raise CredentialError(f"the token file {token_file} is readable by others (chmod 600 it)")
-        lines = data.decode("utf-8", "replace").strip().splitlines()
-        token = lines[0].strip() if lines else ""
-        source = f"the token file {token_file}"
+            edge_token = load_token(environ, create=True)
+        except (EdgeCredentialError, OSError) as exc:
+            raise CredentialError(f"--http needs a credential ({TOKEN_ENV} or --token-file PATH): {exc}") from None
+        if not edge_token:
+            raise CredentialError(f"--http needs a credential: set {TOKEN_ENV} or pass --token-file PATH")
+        return derived_bearer(edge_token, "mcp")
+    path = Path(token_file)
+    try:
+        mode = path.stat().st_mode
+        data = path.read_bytes()[:MAX_TOKEN_FILE_BYTES]
+    except OSError as exc:
+        raise CredentialError(f"cannot read the token file {token_file}: {exc.strerror or exc}") from None
+    if mode & 0o077:
+        raise CredentialError(f"the token file {token_file} is readable by others (chmod 600 it)")
+    lines = data.decode("utf-8", "replace").strip().splitlines()
+    token = lines[0].strip() if lines else ""
+    source = f"the token file {token_file}"
     if len(token) < MIN_TOKEN_CHARS:
         raise CredentialError(f"the credential from {source} is shorter than {MIN_TOKEN_CHARS} characters")
     return token

@@ -18,11 +18,16 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from pipeline.hook.credential import derived_bearer
+
 ROOT = Path(__file__).resolve().parents[3]
 CONFORMANCE = ROOT / "tests" / "fixtures" / "conformance"
 SAMPLES = ROOT / "pipeline" / "samples"
 VOLUNTEER = str(Path(sys.executable).with_name("volunteer"))
-TOKEN = "test-token-0123456789abcdef"
+TOKEN = "test-edge-token-0123456789abcdef-0123456789"
+"""The agent edge's credential the HTTP server is started with (``VOLUNTEER_HOOK_TOKEN``)."""
+BEARER = derived_bearer(TOKEN, "mcp")
+"""What an HTTP client sends: derived from the token, never the token itself."""
 
 
 def op_cases() -> list[dict[str, Any]]:
@@ -86,7 +91,7 @@ def http_server(args: list[str], env: dict[str, str] | None = None) -> Iterator[
 
 
 @asynccontextmanager
-async def http_session(url: str, token: str | None = TOKEN) -> AsyncIterator[ClientSession]:
+async def http_session(url: str, token: str | None = BEARER) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
     async with httpx2.AsyncClient(headers=headers, timeout=30) as client, \
             streamable_http_client(url, http_client=client) as (read, write), \

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import anyio
 import httpx2
@@ -11,7 +12,9 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from pipeline.core.render import format_result
+from pipeline.hook.credential import derived_bearer
 from tests.integration.mcp.helpers import (
+    BEARER,
     CONFORMANCE,
     TOKEN,
     VOLUNTEER,
@@ -57,7 +60,8 @@ def test_every_conformance_op_case_over_http() -> None:
     assert mismatches == []
 
 
-@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token-0123456789", f"Basic {TOKEN}", f"Bearer {TOKEN}x"])
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token-0123456789", f"Basic {BEARER}", f"Bearer {BEARER}x",
+                                           f"Bearer {TOKEN}"])  # the edge token itself is not the bearer
 def test_missing_or_wrong_credential_is_refused(authorization: str | None) -> None:
     with http_server(BRAIN) as (url, _):
         headers = dict(HEADERS)
@@ -66,7 +70,7 @@ def test_missing_or_wrong_credential_is_refused(authorization: str | None) -> No
         refused = httpx2.post(url, json=INITIALIZE, headers=headers, timeout=10)
         assert refused.status_code == 401
         assert "www-authenticate" in refused.headers
-        accepted = httpx2.post(url, json=INITIALIZE, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"},
+        accepted = httpx2.post(url, json=INITIALIZE, headers={**HEADERS, "Authorization": f"Bearer {BEARER}"},
                                timeout=10)
         assert accepted.status_code == 200
 
@@ -90,9 +94,24 @@ def test_sdk_client_without_the_credential_cannot_initialize() -> None:
     assert statuses and set(statuses) == {401}
 
 
-def test_http_without_a_credential_does_not_start() -> None:
-    proc = subprocess.run([VOLUNTEER, "mcp", "--http", "127.0.0.1:0", *BRAIN], env=server_env(),
-                          capture_output=True, timeout=30)
+def test_without_a_credential_it_uses_the_per_user_one_and_prints_its_bearer(tmp_path: Path) -> None:
+    env = server_env(VOLUNTEER_STATE_DIR=str(tmp_path / "state"))
+    printed = subprocess.run([VOLUNTEER, "mcp", "--print-bearer"], env=env, capture_output=True, timeout=30)
+    assert printed.returncode == 0, printed.stderr.decode()
+    bearer = printed.stdout.decode().strip()
+    token = (tmp_path / "state" / "hook-token").read_text().strip()
+    assert bearer == derived_bearer(token, "mcp") and token not in bearer
+    assert (tmp_path / "state" / "hook-token").stat().st_mode & 0o077 == 0
+    with http_server(BRAIN, env=env) as (url, _):
+        ok = httpx2.post(url, json=INITIALIZE, headers={**HEADERS, "Authorization": f"Bearer {bearer}"}, timeout=10)
+        assert ok.status_code == 200
+        raw = httpx2.post(url, json=INITIALIZE, headers={**HEADERS, "Authorization": f"Bearer {token}"}, timeout=10)
+        assert raw.status_code == 401
+
+
+def test_a_bad_edge_credential_does_not_start() -> None:
+    proc = subprocess.run([VOLUNTEER, "mcp", "--http", "127.0.0.1:0", *BRAIN],
+                          env=server_env(VOLUNTEER_HOOK_TOKEN="too-short"), capture_output=True, timeout=30)
     assert proc.returncode == 1 and proc.stdout == b""
     err = proc.stderr.decode()
     assert err.count("\n") == 1 and "VOLUNTEER_HOOK_TOKEN" in err and "--token-file" in err

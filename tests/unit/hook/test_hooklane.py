@@ -246,3 +246,26 @@ def test_a_redelivered_delivery_emits_the_same_pointer_events(brain: BrainIndex,
     assert [e.kind for e in volunteered(again)] == ["pointer"] * 3 + ["page"] * len(proposal.pages)
     assert (again.proposals[0].pointers, again.proposals[0].pages) == ((), ())  # all given at turn 1
     assert part.run(recs).volunteered == []
+
+
+@pytest.mark.parametrize(("hook_window", "stream"), [(5, False), (4, False), (5, True)])
+def test_harness_sessions_keep_the_reference_hooks_window_of_five(brain: BrainIndex, hook_window: int,
+                                                                   stream: bool) -> None:
+    """The reference hook decides over the transcript's last 4 turns plus the prompt. A first prompt
+    arrives with 4 warm-up turns whose proposals were never printed: with a window of 5 the oldest
+    warm turn's entity is still in the window at the prompt; with 4 (or the stream channels' window)
+    it has scrolled out."""
+    settings = load_settings(broker="kafka://127.0.0.1:9092", reflex=False, hook_window_turns=hook_window)
+    part = Partition(WindowProcessor(settings), brain)
+    channel = "stream" if stream else "claude-code"
+    warm = [turn(1, "Did Alice Example reply?", channel), turn(2, "not yet", channel, "assistant"),
+            turn(3, "ok", channel), turn(4, "noted", channel, "assistant")]
+    part.run(part.append(*warm))
+    out = part.run(part.append(turn(5, "and now?", channel)))
+    window = state_of(part).state.window_turns
+    if stream:  # the stream channels keep window_turns (4), as the reference's watch does
+        assert window == [2, 3, 4, 5]
+        return
+    assert window == ([1, 2, 3, 4, 5] if hook_window == 5 else [2, 3, 4, 5])
+    (proposal,) = out.proposals
+    assert ([p.slug for p in proposal.pages] == [ALICE]) is (hook_window == 5)
