@@ -7,7 +7,7 @@ call it, so they cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, Final
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import Candidate, extract_candidates
@@ -25,7 +25,7 @@ WINDOW_REQUIRED = "window is required unless stats: true"
 class InvalidParams(ValueError):
     """The op's ``invalid_params`` error: a missing, non-string or blank window."""
 
-    code = "invalid_params"
+    code: Final = "invalid_params"
 
     def __init__(self, message: str = WINDOW_REQUIRED) -> None:
         super().__init__(message)

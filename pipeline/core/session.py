@@ -44,9 +44,9 @@ _STATE_VERSION = 1
 class DecisionOptions:
     """Per-session knobs, raw as configured; clamped like the reference when used."""
 
-    window_turns: object = 4
-    max_pages: object = None
-    min_confidence: object = None
+    window_turns: Any = 4
+    max_pages: Any = None
+    min_confidence: Any = None
     lexical_arms: bool = True
     exclude_slug_prefixes: tuple[str, ...] = ()
     collapse_display: bool = True
