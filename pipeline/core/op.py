@@ -14,7 +14,7 @@ from pipeline.core.extract import Candidate, extract_candidates
 from pipeline.core.gate import gate
 from pipeline.core.jscompat import is_js_number
 from pipeline.core.normalize import JS_WHITESPACE
-from pipeline.core.resolve import RESOLVER_POOL, resolve_with_index
+from pipeline.core.resolve import RESOLVER_POOL, could_resolve, resolve_with_index
 from pipeline.core.tally import DecisionTally
 from pipeline.core.types import VolunteeredPage
 from pipeline.core.window import merge_window, parse_window
@@ -55,6 +55,8 @@ def decide(
     """
     if not turns or not source_ids:
         return []
+    if tally is None and not could_resolve(turns, brain):
+        return []  # what the merge and the resolver would conclude, without running them
     candidates = merge_window(turns)
     if not candidates:
         if tally is not None:

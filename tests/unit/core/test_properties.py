@@ -158,3 +158,17 @@ def test_fast_collapse_check_is_sound(text: str) -> None:
 
     if _is_collapsed(text):
         assert collapse_whitespace(text) == text
+
+
+ASCII_TEXT = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=80) | st.text(
+    alphabet=st.sampled_from(list("AZaz09'-.@ \t\n\x0bBob Lee's x-ray O'Neil J.R.R. Tolkien")), max_size=80)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=ASCII_TEXT)
+def test_ascii_patterns_match_exactly_what_the_unicode_ones_do(text: str) -> None:
+    from pipeline.core import extract
+
+    assert [(m.start(), m.group()) for m in extract._CAP_RUN_ASCII_RE.finditer(text)] == [
+        (m.start(), m.group()) for m in extract._CAP_RUN_RE.finditer(text)]
+    assert extract._WEAK_TOKEN_ASCII_RE.findall(text) == extract._WEAK_TOKEN_RE.findall(text)
