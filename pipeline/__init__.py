@@ -2,4 +2,4 @@
 
 from pipeline import corebuild as _corebuild
 
-_corebuild.select()  # before anything imports pipeline.core: the compiled build, or the plain modules
+_corebuild.select()  # decides, at the first import of a core module, between the compiled build and the plain one

@@ -1,9 +1,10 @@
 """Which build of the decision core runs: the mypyc-compiled one, or the plain Python modules.
 
 ``scripts/build_core.py`` (run by ``scripts/setup``) compiles ``pipeline/core`` in place when a C
-compiler is there; an extension module next to its ``.py`` wins the import. :func:`select` runs
-once, from ``pipeline/__init__.py``, before anything imports the core, and keeps the plain modules
-when
+compiler is there; an extension module next to its ``.py`` wins the import. :func:`select` (called
+from ``pipeline/__init__.py``) puts a finder in front of the import system that decides at the
+first import of a core module, so a process that never uses the core (the harness hook) pays
+nothing but the finder's prefix check. It keeps the plain modules when
 
 - ``VOLUNTEER_PURE_CORE=1`` is set (how the suite runs the conformance tests on both builds), or
 - the compiled build is not complete and current: a source edited after the build (newer than the
@@ -18,36 +19,29 @@ from __future__ import annotations
 
 import os
 import sys
-from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec, SourceFileLoader
-from pathlib import Path
 
-CORE_DIR = Path(__file__).resolve().parent / "core"
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+
+# os.path, not pathlib or importlib: this module is imported by every process, the hook's included.
+CORE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "core")
 STAMP_NAME = ".compiled-sources"
 PURE_ENV = "VOLUNTEER_PURE_CORE"
+_PREFIX = "pipeline.core."
 
-_reason = "not selected yet"
 
+def _extension_suffixes() -> list[str]:
+    import _imp  # what importlib.machinery.EXTENSION_SUFFIXES is made of, without importing importlib
 
-class _PureCoreFinder:
-    """A meta-path finder that loads ``pipeline.core.<module>`` from its ``.py`` file."""
-
-    @staticmethod
-    def find_spec(name: str, path: object = None, target: object = None) -> ModuleSpec | None:
-        if not name.startswith("pipeline.core."):
-            return None
-        source = CORE_DIR / (name.rpartition(".")[2] + ".py")
-        if not source.is_file():
-            return None
-        spec = ModuleSpec(name, SourceFileLoader(name, str(source)), origin=str(source))
-        spec.has_location = True  # __file__ and the cached bytecode, as for any source module
-        return spec
+    return list(_imp.extension_suffixes())
 
 
 def _compiled_state() -> str | None:
     """``None`` when a complete, current compiled build is there; else why the plain modules run."""
-    suffix = EXTENSION_SUFFIXES[0]
+    suffix = _extension_suffixes()[0]
     try:
-        stamp_mtime = (CORE_DIR / STAMP_NAME).stat().st_mtime
+        stamp_mtime = os.stat(os.path.join(CORE_DIR, STAMP_NAME)).st_mtime
     except OSError:
         return "not compiled (no C compiler at set-up, or scripts/build_core.py not run)"
     with os.scandir(CORE_DIR) as entries:
@@ -62,19 +56,47 @@ def _compiled_state() -> str | None:
     return None
 
 
+class _CoreBuildFinder:
+    """A meta-path finder: at the first ``pipeline.core.<module>`` import it decides the build; for
+    the plain one it loads every core module from its ``.py``, else it lets the import go on."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None  # None: not decided yet
+        self.pure = False
+
+    def decide(self) -> None:
+        if self.reason is not None:
+            return
+        if os.environ.get(PURE_ENV) == "1":
+            self.reason, self.pure = f"pure Python ({PURE_ENV}=1)", True
+            return
+        why = _compiled_state()
+        self.pure = why is not None
+        self.reason = "compiled (mypyc)" if why is None else f"pure Python: {why}"
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> ModuleSpec | None:
+        if not name.startswith(_PREFIX):
+            return None
+        self.decide()
+        if not self.pure:
+            return None
+        source = os.path.join(CORE_DIR, name[len(_PREFIX):] + ".py")
+        if not os.path.isfile(source):
+            return None
+        from importlib.machinery import ModuleSpec, SourceFileLoader
+
+        spec = ModuleSpec(name, SourceFileLoader(name, source), origin=source)
+        spec.has_location = True  # __file__ and the cached bytecode, as for any source module
+        return spec
+
+
+_finder = _CoreBuildFinder()
+
+
 def select() -> None:
-    """Install the plain-modules finder when the compiled core must not (or cannot) be used."""
-    global _reason
-    if os.environ.get(PURE_ENV) == "1":
-        reason: str | None = f"pure Python ({PURE_ENV}=1)"
-    else:
-        reason = _compiled_state()
-    if reason is None:
-        _reason = "compiled (mypyc)"
-        return
-    _reason = reason if reason.startswith("pure") else f"pure Python: {reason}"
-    if not any(isinstance(f, _PureCoreFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PureCoreFinder())  # type: ignore[arg-type]
+    """Put the build finder first on ``sys.meta_path`` (once), before anything imports the core."""
+    if _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)  # type: ignore[arg-type]
 
 
 def core_build() -> str:
@@ -82,10 +104,11 @@ def core_build() -> str:
     module = sys.modules.get("pipeline.core.session")
     if module is None:
         import pipeline.core.session as module
-    compiled = str(getattr(module, "__file__", "")).endswith(tuple(EXTENSION_SUFFIXES))
-    if compiled:
+    if str(getattr(module, "__file__", "")).endswith(tuple(_extension_suffixes())):
         return "compiled (mypyc)"
-    return _reason if _reason.startswith("pure") else "pure Python"
+    _finder.decide()
+    reason = _finder.reason or "pure Python"
+    return reason if reason.startswith("pure") else "pure Python"
 
 
 def is_compiled() -> bool:

@@ -134,7 +134,8 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> list[Windo
     strong: list[tuple[float, int, list[Any]]] = []
     weak_ones: list[tuple[float, int, list[Any]]] = []
     for e in acc.values():
-        weight = (e[_LAST] + 1) / n + min(e[_OCC], 4) * 0.1 + (0.15 if e[_USER] else 0)
+        occ = e[_OCC]
+        weight = (e[_LAST] + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0)
         (weak_ones if e[_WEAK] else strong).append((-weight, e[8], e))
     strong.sort()
     out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]]

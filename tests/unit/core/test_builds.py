@@ -32,7 +32,7 @@ def _run(pure: bool) -> subprocess.CompletedProcess[str]:
 
 
 def _compiled_available() -> bool:
-    return any(p.name.startswith("compiled__mypyc") for p in CORE_DIR.iterdir())
+    return any(p.name.startswith("compiled__mypyc") for p in Path(CORE_DIR).iterdir())
 
 
 def test_the_pure_build_passes_the_conformance_suites() -> None:
