@@ -64,11 +64,13 @@ def measure(repeats: int = DEFAULT_REPEATS, repeat: int = 2, pages_n: int = 100_
         corpus = Path(tmp) / "corpus.jsonl"
         turns = write_corpus(corpus, repeats)
         out["corpus"] = {"turns": turns, "sessions": 450 * repeats}
-        runs = {}
-        for pure in (False, True):
-            seconds, digest, build = whole_process(corpus, pure, repeat)
-            runs["pure" if pure else "default"] = {"seconds": seconds, "per_s": turns / seconds, "digest": digest,
-                                                   "build": build}
+        runs: dict[str, dict[str, Any]] = {}
+        for _ in range(repeat):  # the builds take turns, so a busy spell on the machine hits both
+            for pure in (False, True):
+                seconds, digest, build = whole_process(corpus, pure, 1)
+                name = "pure" if pure else "default"
+                if name not in runs or seconds < runs[name]["seconds"]:
+                    runs[name] = {"seconds": seconds, "per_s": turns / seconds, "digest": digest, "build": build}
         out["process"] = runs
     brain = load_brain_dir(BRAIN_DIR)
     gc.freeze()
