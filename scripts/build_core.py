@@ -97,11 +97,37 @@ def main() -> int:
     except (Exception, SystemExit) as exc:  # a failed build must never break the set-up
         ok = False
         print(f"build_core: mypyc build failed ({exc}); the core stays pure Python", file=sys.stderr)
+    if ok:
+        STAMP.write_text(want + "\n")
+        ok = smoke_test()
     if not ok:
         clean()
-        return 0
-    STAMP.write_text(want + "\n")
     return 0
+
+
+SMOKE = """
+import pipeline.corebuild as c
+from pipeline.braindir import load_brain_dir
+from pipeline.core.op import volunteer_context
+from pipeline.core.session import DecisionOptions, run_lines
+assert c.core_build() == "compiled (mypyc)", c.core_build()
+brain = load_brain_dir("pipeline/samples/brain")
+assert volunteer_context("user: ping Jordan Lee", brain)["count"] == 1
+run_lines(["user: Did Galewright reply?", "assistant: not yet"], brain, options=DecisionOptions())
+"""
+
+
+def smoke_test() -> bool:
+    """The compiled modules import and decide in a fresh interpreter; else they are removed."""
+    import subprocess  # only after a build
+
+    result = subprocess.run([sys.executable, "-c", SMOKE], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "VOLUNTEER_PURE_CORE": "0"})
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"build_core: the compiled core failed its smoke test ({last}); the core stays pure Python",
+              file=sys.stderr)
+    return result.returncode == 0
 
 
 if __name__ == "__main__":

@@ -48,14 +48,18 @@ def decide(
     exclude_slug_prefixes: Sequence[str] = (),
     collapse_display: bool = True,
     tally: DecisionTally | None = None,
+    resolvable: bool | None = None,
 ) -> list[VolunteeredPage]:
     """``volunteerContext`` over turns given as ``(role, cached candidates)``, oldest first.
 
     ``tally``, when given, counts candidates, pointers and drops (metrics); it never changes the result.
+    ``resolvable``: the caller's :func:`could_resolve` of these turns, when it already knows it.
     """
     if not turns or not source_ids:
         return []
-    if tally is None and not could_resolve(turns, brain):
+    if resolvable is None:
+        resolvable = could_resolve(turns, brain)
+    if tally is None and not resolvable:
         return []  # what the merge and the resolver would conclude, without running them
     candidates = merge_window(turns)
     if not candidates:

@@ -20,6 +20,7 @@ from pipeline.core.extract import Candidate, extract_candidates
 from pipeline.core.gate import clamp_window_turns
 from pipeline.core.normalize import JS_WHITESPACE, normalize_alias
 from pipeline.core.op import decide
+from pipeline.core.resolve import could_resolve
 from pipeline.core.tally import DecisionTally
 from pipeline.core.types import VolunteeredPage
 from pipeline.core.window import ROLES, parse_watch_line
@@ -63,6 +64,11 @@ class _WindowTurn:
     turn: int
     role: str
     candidates: list[Candidate]
+    checked: Any = field(default=None, compare=False, repr=False)
+    """``token`` of the brain ``live`` was computed against (a swapped brain is checked again); never
+    serialised, and no reference to the brain, which must be freed once swapped out."""
+    live: bool = field(default=False, compare=False, repr=False)
+    """Whether one of ``candidates`` has something in ``checked`` to resolve to (``could_resolve``)."""
 
 
 @dataclass(slots=True)
@@ -192,10 +198,18 @@ def step(
     if len(state.window) > size:
         del state.window[: len(state.window) - size]
 
+    live = False
+    for wt in state.window:  # each turn is checked once per brain, not once per window it is in
+        if wt.checked is not brain.token:
+            wt.live = could_resolve(((wt.role, wt.candidates),), brain)
+            wt.checked = brain.token
+        if wt.live:
+            live = True
     # Every surfaced slug was surfaced at a turn <= last_turn < number, so the whole map is "earlier".
-    pages = decide(
+    pages = [] if not live and tally is None else decide(
         [(wt.role, wt.candidates) for wt in state.window],
         brain,
+        resolvable=live,
         source_ids=(source_id,),
         max_pages=options.max_pages,
         min_confidence=options.min_confidence,
