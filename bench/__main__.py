@@ -16,6 +16,8 @@ Sections (each also runs alone as ``python -m bench.<name>_bench``):
   sink       rows/s into context_volunteer_events through the sink's own path (and other insert forms)
   state      bytes and memory per active session; recovery time of a 100,000-session table
   brain      brain refresh on a 100,000-page brain: reload time and how long the event loop stalls
+  mcp        a volunteer_context call on a warm `volunteer mcp` over stdio (conformance brain, op
+             events logged to PostgreSQL): p50 / p99 through the MCP SDK client and as raw JSON-RPC
 
 It prints progress while it runs, then one table. Embedded broker and PostgreSQL (fsync off:
 CPU and protocol cost, not disk). Figures only, nothing asserted; each row carries the load average
@@ -37,7 +39,7 @@ from typing import Any
 
 from bench.common import ROOT, load_note, loadavg
 
-SECTIONS = ("core", "replay", "transport", "e2e", "sink", "state", "brain")
+SECTIONS = ("core", "replay", "transport", "e2e", "sink", "state", "brain", "mcp")
 
 TARGETS = {
     "core": 25_000.0,
@@ -47,6 +49,7 @@ TARGETS = {
     "p99_500": 100.0,
     "state_bytes": 2048.0,
     "recovery": 10.0,
+    "mcp_p99": 20.0,
 }
 
 
@@ -238,6 +241,20 @@ def run_brain(args: argparse.Namespace, results: dict[str, Any], table: Table, p
     table.add("import (volunteer brain import path, one transaction)", f"{r['import_s']:.1f} s", load=load)
 
 
+def run_mcp(args: argparse.Namespace, results: dict[str, Any], table: Table, pg: Any) -> None:
+    from bench import mcp_bench
+
+    print("mcp: volunteer_context calls on a warm stdio server ...", flush=True)
+    r = mcp_bench.measure(1 if args.quick else 3, pg.url)
+    results["mcp"] = r
+    table.add("## (g) MCP: volunteer_context over stdio, warm server, conformance brain, op events logged")
+    for way, label in (("sdk", "MCP SDK client call_tool"), ("raw", "raw JSON-RPC line in, line out")):
+        f = r[way]
+        table.add(f"{label} ({f['calls']:,} calls)",
+                  f"p50 {f['p50_ms']:.2f} ms, p99 {f['p99_ms']:.2f} ms, max {f['max_ms']:.1f} ms",
+                  "p99 ≤ 20 ms", verdict(f["p99_ms"] <= TARGETS["mcp_p99"]), r["load"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -298,6 +315,8 @@ def main() -> None:
                 run_state(args, results, table, broker, pg, workdir)
             if "brain" in only:
                 run_brain(args, results, table, pg)
+            if "mcp" in only:
+                run_mcp(args, results, table, pg)
 
     results["seconds"] = time.monotonic() - started
     print()

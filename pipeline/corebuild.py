@@ -96,7 +96,7 @@ _finder = _CoreBuildFinder()
 def select() -> None:
     """Put the build finder first on ``sys.meta_path`` (once), before anything imports the core."""
     if _finder not in sys.meta_path:
-        sys.meta_path.insert(0, _finder)  # type: ignore[arg-type]
+        sys.meta_path.insert(0, _finder)
 
 
 def core_build() -> str:

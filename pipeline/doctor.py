@@ -172,7 +172,8 @@ def _database_checks(settings: Settings, timeout: float) -> list[Check]:
         return [Check("database", FAIL, f"cannot reach {url}: {_first_line(exc)}",
                       "start PostgreSQL ('volunteer up' for the embedded one) or correct --database-url / "
                       "VOLUNTEER_DATABASE_URL"),
-                *(_not_checked(n, "database unreachable") for n in ("schema", "brain", "channels", "feedback"))]
+                _not_checked("schema", "database unreachable"), _not_checked("brain", "database unreachable"),
+                _hooks_only("database unreachable"), _not_checked("feedback", "database unreachable")]
     with conn:
         conn.execute("SELECT set_config('statement_timeout', %s, false)", (str(int(timeout * 1000)),))
         version = str(conn.execute("SHOW server_version").fetchone()[0]).split()[0]  # type: ignore[index]
@@ -184,7 +185,8 @@ def _database_checks(settings: Settings, timeout: float) -> list[Check]:
         if not applied:
             checks.append(Check("schema", FAIL, "not migrated (no volunteer_stream_schema table)", fix,
                                 {"applied": [], "latest": latest}))
-            return [*checks, *(_not_checked(n, "schema missing") for n in ("brain", "channels", "feedback"))]
+            return [*checks, _not_checked("brain", "schema missing"), _hooks_only("schema missing"),
+                    _not_checked("feedback", "schema missing")]
         data = {"applied": applied, "latest": latest}
         if missing:
             checks.append(Check("schema", FAIL, f"version {max(applied)}, missing {', '.join(map(str, missing))} "
@@ -224,6 +226,22 @@ def _brain_check(conn: psycopg.Connection) -> Check:
     shown = ", ".join(f"{s} {p} pages / {a} aliases" for s, p, a in rows[:5])
     more = f", and {len(rows) - 5} more sources" if len(rows) > 5 else ""
     return Check("brain", OK, f"{pages} live pages, {aliases} alias rows: {shown}{more}", data=data)
+
+
+def _hooks_only(why: str) -> Check:
+    """The channels check without the events table: the hooks' settings and heartbeat alone.
+
+    A hook that gets nothing says why in its heartbeat (``no_worker``, ``deadline``, Codex trust...),
+    which matters most exactly when the database or the broker is down.
+    """
+    from pipeline.hook.doctor import merge_into_channels
+
+    base = _not_checked("channels", why)
+    status, detail, hint, data = merge_into_channels(base.status, f"events not checked ({why})", "", {}, None,
+                                                     days=CHANNEL_DAYS)
+    if not data:
+        return base
+    return Check("channels", status, detail, hint or base.hint, data)
 
 
 def _utc(at: datetime | None) -> str | None:

@@ -51,6 +51,15 @@ class Settings(BaseSettings):
         default_factory=list, description="Slugs starting with any of these are never volunteered."
     )
     channel: str = Field("stream", description="Channel logged for turns that do not name one.")
+    reflex: bool = Field(
+        True, description="Harness turns get reflex pointers before the volunteered pages (off = pages only)."
+    )
+    reflex_max_pointers: float = Field(
+        3, description="Reflex pointers per harness turn (no confidence gate); <1 or missing means 3, capped at 10."
+    )
+    reflex_stream: bool = Field(
+        False, description="Give ordinary (non-harness) turns the same turn context: pointers too, on volunteered."
+    )
 
     # --- input limits ---------------------------------------------------------------------
     max_text_bytes: int = Field(

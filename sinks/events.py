@@ -10,6 +10,7 @@ never spliced into SQL. ``bench/sink_bench.py`` compares it with executemany and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -99,3 +100,64 @@ def insert_events_sync(conn: psycopg.Connection, events: Sequence[Volunteered]) 
         cur.execute(INSERT_SQL, params)
         inserted = cur.rowcount
     return max(inserted, 0)
+
+
+# ---------------------------------------------------------------------------- op-channel rows
+
+OP_CHANNEL = "op"
+
+
+@dataclass(frozen=True, slots=True)
+class OpEvent:
+    """One row of the op channel (docs/reference-behaviour.md §10): a page, who asked, and when.
+
+    Unlike a stream event, ``session_id`` and ``turn`` may be NULL (the caller gave none, or a value
+    the op does not log). The event identity (source, channel, session, turn, slug) then has a NULL
+    in it, so the unique index cannot deduplicate such a row: each unattributed call is one more row,
+    as in the reference.
+    """
+
+    source_id: str
+    slug: str
+    confidence: float
+    arm: str
+    rationale: str
+    session_id: str | None
+    turn: int | None
+    volunteered_at: datetime
+
+
+def _storable(text: str) -> bool:
+    """PostgreSQL text holds neither NUL nor unpaired surrogates."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def op_event_storable(ev: OpEvent) -> bool:
+    texts = (ev.source_id, ev.slug, ev.arm, ev.rationale, ev.session_id or "")
+    turn_ok = ev.turn is None or -2_147_483_648 <= ev.turn <= 2_147_483_647
+    return turn_ok and all(_storable(t) for t in texts)
+
+
+def op_event_columns(events: Sequence[OpEvent]) -> list[list[Any]]:
+    """The nine column arrays of :data:`INSERT_SQL` for op rows (callers drop unstorable rows first)."""
+    cols: list[list[Any]] = [[] for _ in range(9)]
+    for ev in events:
+        for i, value in enumerate((ev.source_id, ev.slug, float(ev.confidence), ev.arm, ev.rationale,
+                                   OP_CHANNEL, ev.session_id, ev.turn, ev.volunteered_at)):
+            cols[i].append(value)
+    return cols
+
+
+def insert_op_events_sync(conn: psycopg.Connection, events: Sequence[OpEvent]) -> int:
+    """Write op rows in one statement; a retried call's rows (same identity) are not written again."""
+    if not events:
+        return 0
+    with conn.cursor() as cur:
+        cur.execute(INSERT_SQL, op_event_columns(events))
+        return max(cur.rowcount, 0)

@@ -185,7 +185,7 @@ def _ensure_brain_version(conn: psycopg.Connection, report: MigrationReport) -> 
                     if _trigger_exists(conn, table, name):
                         continue
                     when = (
-                        sql.SQL(" WHEN ({})").format(sql.SQL(BRAIN_UPDATE_WHEN[table]))  # type: ignore[arg-type]
+                        sql.SQL(" WHEN ({})").format(sql.SQL(BRAIN_UPDATE_WHEN[table]))
                         if "UPDATE" in tail
                         else sql.SQL("")
                     )
@@ -193,7 +193,7 @@ def _ensure_brain_version(conn: psycopg.Connection, report: MigrationReport) -> 
                         sql.SQL(
                             "CREATE CONSTRAINT TRIGGER {} {} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW{} "
                             "EXECUTE FUNCTION volunteer_stream_bump_brain_version()"
-                        ).format(sql.Identifier(name), sql.SQL(tail), when)  # type: ignore[arg-type]
+                        ).format(sql.Identifier(name), sql.SQL(tail), when)
                     )
                 if not _trigger_exists(conn, table, BRAIN_TRUNCATE_TRIGGER):
                     conn.execute(

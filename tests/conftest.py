@@ -10,7 +10,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 CONFORMANCE = FIXTURES / "conformance"
 
 # Service fixtures live in tests/services/; each module is a pytest plugin.
-pytest_plugins: list[str] = ["tests.services.postgres", "tests.services.broker"]
+pytest_plugins: list[str] = ["tests.services.postgres", "tests.services.broker", "tests.support.fixtures"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

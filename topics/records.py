@@ -243,9 +243,11 @@ class Volunteered:
     synopsis: str
     channel: str
     volunteered_at: str
+    kind: str = "page"
+    """``pointer`` for a reflex pointer (turn context); ``page`` (the default, not written) otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "event_id": self.event_id,
             "session_id": self.session_id,
             "turn": self.turn,
@@ -259,6 +261,9 @@ class Volunteered:
             "channel": self.channel,
             "volunteered_at": self.volunteered_at,
         }
+        if self.kind != "page":
+            out["kind"] = self.kind
+        return out
 
     def to_json(self) -> bytes:
         return orjson.dumps(self.to_dict())
@@ -280,6 +285,7 @@ class Volunteered:
                 synopsis=str(obj["synopsis"]),
                 channel=str(obj["channel"]),
                 volunteered_at=str(obj["volunteered_at"]),
+                kind=str(obj.get("kind", "page")),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise InvalidRecord("invalid_volunteered", f"not a Volunteered record: {exc}") from None

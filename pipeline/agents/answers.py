@@ -199,8 +199,9 @@ def answer_for(proposal: Proposal | None) -> dict[str, Any]:
         return {"status": "timeout"}
     if proposal.duplicate:
         return {"status": "duplicate", "turn": proposal.turn, "last_turn": proposal.last_turn}
+    # One list in block order, pointers first, each item marked with its kind (docs/hooks.md).
     return {"status": "ok", "turn": proposal.turn, "last_turn": proposal.last_turn,
-            "pages": [p.to_dict() for p in proposal.pages]}
+            "pages": [{"kind": kind, **p.to_dict()} for kind, p in proposal.items()]}
 
 
 # ----------------------------------------------------------------------------- the endpoint

@@ -9,6 +9,12 @@ then are those pages recorded as surfaced and published, with the event id of th
 so ``context_volunteer_events`` and ``volunteer stats`` count what the model saw. A page the hook
 could not print (deadline, size cap) stays eligible for the session's next turns.
 
+Turn context (docs/reference-behaviour.md §13.1): a harness turn proposes reflex **pointers** (no
+gate, base confidence, rationale ``<arm> match "<display>"``) before its volunteered **pages**. Both
+kinds are proposals and are accounted the same way; a delivered pointer is published with
+``kind: "pointer"`` and logged with the reflex rationale and the base confidence, as the reference
+logs them (§10).
+
 Crash consistency is the window agent's: a delivery is applied from the saved state and re-applying
 it yields the same events (same ``event_id``, the sink ignores repeats).
 """
@@ -22,7 +28,7 @@ from pipeline.core.types import VolunteeredPage
 from pipeline.hook.protocol import HOOK_CHANNELS, Delivery
 from topics.records import Volunteered, event_id_for, rfc3339_ms
 
-__all__ = ["HOOK_CHANNELS", "Proposal", "apply_delivery", "is_hook_channel", "propose"]
+__all__ = ["HOOK_CHANNELS", "Proposal", "apply_delivery", "is_hook_channel", "propose", "volunteered_event"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +42,12 @@ class Proposal:
     pages: tuple[VolunteeredPage, ...]
     duplicate: bool
     last_turn: int
+    pointers: tuple[VolunteeredPage, ...] = ()
+    """The reflex pointers proposed before the pages (empty when the reflex is off)."""
+
+    def items(self) -> list[tuple[str, VolunteeredPage]]:
+        """``(kind, record)`` in block order: pointers, then pages."""
+        return [("pointer", p) for p in self.pointers] + [("page", p) for p in self.pages]
 
 
 def is_hook_channel(channel: str) -> bool:
@@ -51,10 +63,11 @@ def propose(state: SessionState, session_id: str, result: StepResult) -> Proposa
     the state alone, so there is nothing to undo.
     """
     if not result.duplicate:
-        for page in result.pages:
+        for page in (*result.pointers, *result.pages):
             if state.surfaced.get(page.slug) == result.turn:
                 del state.surfaced[page.slug]
-    return Proposal(session_id, result.turn, tuple(result.pages), result.duplicate, state.last_turn)
+    return Proposal(session_id, result.turn, tuple(result.pages), result.duplicate, state.last_turn,
+                    tuple(result.pointers))
 
 
 def apply_delivery(state: SessionState, delivery: Delivery) -> list[Volunteered]:
@@ -63,18 +76,25 @@ def apply_delivery(state: SessionState, delivery: Delivery) -> list[Volunteered]
     Only pages the worker proposed for that turn count: a slug it did not propose, or a turn whose
     proposals are no longer kept, adds nothing.
     """
-    proposed = state.emissions.get(delivery.turn, ())
+    proposed = [("pointer", p) for p in state.pointers.get(delivery.turn, ())]
+    proposed += [("page", p) for p in state.emissions.get(delivery.turn, ())]
     wanted = set(delivery.slugs)
     at = rfc3339_ms(delivery.ts_ms)
     events = []
-    for page in proposed:
+    for kind, page in proposed:
         if page.slug not in wanted:
             continue
         state.surfaced.setdefault(page.slug, delivery.turn)
-        events.append(Volunteered(
-            event_id=event_id_for(delivery.session_id, delivery.turn, page.source_id, page.slug, delivery.channel),
-            session_id=delivery.session_id, turn=delivery.turn, slug=page.slug, source_id=page.source_id,
-            display=page.display, confidence=page.confidence, arm=page.arm, rationale=page.rationale,
-            synopsis=page.synopsis, channel=delivery.channel, volunteered_at=at,
-        ))
+        events.append(volunteered_event(delivery.session_id, delivery.turn, page, delivery.channel, at, kind))
     return events
+
+
+def volunteered_event(session_id: str, turn: int, page: VolunteeredPage, channel: str, at: str,
+                      kind: str = "page") -> Volunteered:
+    """The ``volunteered`` record of one item given to a session at ``turn`` (a page or a pointer)."""
+    return Volunteered(
+        event_id=event_id_for(session_id, turn, page.source_id, page.slug, channel),
+        session_id=session_id, turn=turn, slug=page.slug, source_id=page.source_id,
+        display=page.display, confidence=page.confidence, arm=page.arm, rationale=page.rationale,
+        synopsis=page.synopsis, channel=channel, volunteered_at=at, kind=kind,
+    )

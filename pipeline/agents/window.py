@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from pipeline.agents.hooklane import Proposal, apply_delivery, is_hook_channel, propose
+from pipeline.agents.hooklane import Proposal, apply_delivery, is_hook_channel, propose, volunteered_event
 from pipeline.agents.state import CorruptState, SessionRecord
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions, step
@@ -33,10 +33,8 @@ from pipeline.settings import Settings
 from topics.records import (
     DeadLetter,
     InvalidRecord,
-    Volunteered,
     check_turn_number,
     decode_turn,
-    event_id_for,
     rfc3339_ms,
 )
 
@@ -93,6 +91,11 @@ class WindowProcessor:
         self.max_text_bytes = settings.max_text_bytes
         self.max_session_id_chars = settings.max_session_id_chars
         self.options = options if options is not None else decision_options(settings)
+        # Harness turns get the turn context (reflex pointers, then pages) unless VOLUNTEER_REFLEX=off;
+        # ordinary turns only when VOLUNTEER_REFLEX_STREAM is on (agents/hooklane.py, docs/hooks.md).
+        self.hook_options = (replace(self.options, reflex=True, reflex_max_pointers=settings.reflex_max_pointers)
+                             if settings.reflex else self.options)
+        self.stream_options = self.hook_options if settings.reflex and settings.reflex_stream else self.options
         # key -> (the exact table value saved for it, that value decoded). Entries are taken out
         # while a batch uses them and put back only by :meth:`saved`, so a batch that fails or is
         # not saved can never leave a mutated state behind.
@@ -145,8 +148,10 @@ class WindowProcessor:
                 continue
             source = turn.source_id or self.default_source
             channel = turn.channel or self.default_channel
+            hook_turn = is_hook_channel(channel)
             try:
-                result = step(session.state, turn.role, turn.text, brain, source_id=source, options=self.options,
+                result = step(session.state, turn.role, turn.text, brain, source_id=source,
+                              options=self.hook_options if hook_turn else self.stream_options,
                               turn_no=turn.turn, now_ms=now_ms, tally=out.tally)
             except Exception as exc:  # a bug in the core must not stop the stream: dead-letter the turn
                 log.exception("processing failed for a turn of session %r", turn.session_id,
@@ -159,27 +164,23 @@ class WindowProcessor:
             if result.skipped:
                 out.skipped += 1
                 continue
-            if result.duplicate and not is_hook_channel(channel):
+            if result.duplicate and not hook_turn:
                 # A repeated turn number is ignored (design.md). Its pages were published before the state
                 # that counts it was saved; re-emitting them under this record's channel would store rows
                 # (other event ids) that the turn's first processing never produced.
                 out.skipped += 1
                 continue
             out.turns += 1
-            if is_hook_channel(channel):  # pages count once the hook prints them (agents/hooklane.py)
+            if hook_turn:  # items count once the hook prints them (agents/hooklane.py)
                 out.proposals.append(propose(session.state, turn.session_id, result))
                 continue
-            if not result.pages:
+            if not result.pages and not result.pointers:
                 continue
             at = rfc3339_ms(turn.ts_ms if turn.ts_ms is not None else now_ms)
-            for page in result.pages:
-                event = Volunteered(
-                    event_id=event_id_for(turn.session_id, result.turn, page.source_id, page.slug, channel),
-                    session_id=turn.session_id, turn=result.turn, slug=page.slug, source_id=page.source_id,
-                    display=page.display, confidence=page.confidence, arm=page.arm, rationale=page.rationale,
-                    synopsis=page.synopsis, channel=channel, volunteered_at=at,
-                )
-                out.volunteered.append((rec.key, event.to_json()))
+            for kind, items in (("pointer", result.pointers), ("page", result.pages)):
+                for page in items:
+                    event = volunteered_event(turn.session_id, result.turn, page, channel, at, kind)
+                    out.volunteered.append((rec.key, event.to_json()))
         return out
 
     def _deliver(self, out: BatchOutput, rec: InRecord, key: bytes, value: bytes,

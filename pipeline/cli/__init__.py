@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("pipeline.cli.doctor_cmd", "doctor"),
     "hook": ("pipeline.cli.hook_cmd", "hook"),
     "bootstrap": ("pipeline.cli.bootstrap_cmd", "bootstrap"),
+    "mcp": ("pipeline.cli.mcp_cmd", "mcp"),
 }
 
 

@@ -7,19 +7,29 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import click
 import orjson
 
 from pipeline.core.brain import BrainIndex
-from pipeline.core.jscompat import is_js_number, js_number
+from pipeline.core.jscompat import js_number
 from pipeline.core.normalize import JS_WHITESPACE
-from pipeline.core.op import WINDOW_REQUIRED, InvalidParams, volunteer_context
+from pipeline.core.op import WINDOW_REQUIRED
 from pipeline.core.render import format_result
+from pipeline.core.request import (
+    MAX_WINDOW_BYTES,
+    RequestDefaults,
+    attribution,
+    clamp_session_id,
+    clamp_turn,
+    evaluate,
+)
 
-MAX_WINDOW_BYTES = 5_000_000
-"""The reference's stdin cap; a longer window is refused (exit 1)."""
+if TYPE_CHECKING:
+    from pipeline.mcp.oplog import OpEventLog
+
+__all__ = ["MAX_WINDOW_BYTES", "brain_options", "load_brain", "read_window", "run_batch"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -121,73 +131,52 @@ def _warn(lineno: int, message: str) -> None:
     click.echo(f"line {lineno}: {message}", err=True)
 
 
-def _batch_request(lineno: int, raw: bytes, defaults: dict[str, Any], brain: BrainIndex) -> tuple[dict[str, Any], bool]:
-    """One request line -> (result object, ok). Problems are reported on stderr with the line number."""
+def _batch_request(
+    lineno: int, raw: bytes, defaults: RequestDefaults, brain: BrainIndex
+) -> tuple[dict[str, Any], bool, dict[str, Any] | None]:
+    """One request line -> (result object, ok, the request). Problems go to stderr with the line number."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         message = f"not valid UTF-8 (byte {exc.start})"
         _warn(lineno, message)
-        return {"error": "invalid_request", "message": message}, False
+        return {"error": "invalid_request", "message": message}, False, None
     try:
         request = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         message = f"not valid JSON ({exc})"
         _warn(lineno, message)
-        return {"error": "invalid_request", "message": message}, False
+        return {"error": "invalid_request", "message": message}, False, None
     if not isinstance(request, dict):
         message = f"a request must be a JSON object, got {type(request).__name__}"
         _warn(lineno, message)
-        return {"error": "invalid_request", "message": message}, False
-
-    window = request.get("window")
-    if isinstance(window, str) and len(window.encode("utf-8", "surrogatepass")) > MAX_WINDOW_BYTES:
-        message = f"window is over {MAX_WINDOW_BYTES:,} bytes"
-        _warn(lineno, message)
-        return {"error": "invalid_params", "message": message}, False
-
-    source_ids = request.get("source_ids", defaults["source_ids"])
-    if not isinstance(source_ids, list) or not all(isinstance(s, str) and s for s in source_ids):
-        message = "source_ids must be a list of non-empty strings"
-        _warn(lineno, message)
-        return {"error": "invalid_params", "message": message}, False
-    for name in ("max_pages", "min_confidence"):
-        if name in request and request[name] is not None and not is_js_number(request[name]):
-            _warn(lineno, f"warning: {name} is not a number; the default applies")
-    if "prior_context" in request and request["prior_context"] is not None and not isinstance(request["prior_context"], str):
-        _warn(lineno, "warning: prior_context is not a string; ignored")
-    lexical = request.get("lexical_arms", defaults["lexical_arms"])
-    if not isinstance(lexical, bool):
-        _warn(lineno, "warning: lexical_arms is not true/false; the default applies")
-        lexical = defaults["lexical_arms"]
-    try:
-        result = volunteer_context(
-            window,
-            brain,
-            source_ids=source_ids,
-            prior_context=request.get("prior_context", defaults["prior_context"]),
-            max_pages=request.get("max_pages", defaults["max_pages"]),
-            min_confidence=request.get("min_confidence", defaults["min_confidence"]),
-            lexical_arms=lexical,
-            exclude_slug_prefixes=defaults["exclude_slug_prefixes"],
-        )
-    except InvalidParams as exc:
-        _warn(lineno, exc.message)
-        return exc.to_dict(), False
-    return result, True
+        return {"error": "invalid_request", "message": message}, False, None
+    outcome = evaluate(request, defaults, brain)
+    for warning in outcome.warnings:
+        _warn(lineno, warning)
+    return outcome.result, outcome.ok, request
 
 
-def run_batch(stream: Iterable[bytes], defaults: dict[str, Any], brain: BrainIndex) -> tuple[int, int]:
-    """JSON lines in, one result line out per request line, in order. Returns (requests, good)."""
+def run_batch(
+    stream: Iterable[bytes], defaults: RequestDefaults, brain: BrainIndex, log: OpEventLog | None = None
+) -> tuple[int, int]:
+    """JSON lines in, one result line out per request line, in order. Returns (requests, good).
+
+    With ``log``, each request's pages are handed to it with the request's ``session_id`` / ``turn``
+    (after the result line is written: logging never delays an answer).
+    """
     total = good = 0
     for lineno, raw in enumerate(stream, start=1):
         line = raw.rstrip(b"\r\n")
         if not line.strip():
             continue
         total += 1
-        result, ok = _batch_request(lineno, line, defaults, brain)
+        result, ok, request = _batch_request(lineno, line, defaults, brain)
         good += ok
         _emit(result)
+        if log is not None and ok and request is not None and result["pages"]:
+            session_id, turn = attribution(request)
+            log.submit(result["pages"], session_id, turn)
     return total, good
 
 
@@ -207,6 +196,12 @@ def run_batch(stream: Iterable[bytes], defaults: dict[str, Any], brain: BrainInd
 @click.option("--batch", is_flag=True, help="JSON lines in (one request per line), one JSON result line out per request.")
 @click.option("--stats", is_flag=True, help="Print volunteered-vs-used precision from the events table instead (needs --database-url).")
 @click.option("--days", default="30", show_default=True, metavar="N", help="Look-back window of --stats.")
+@click.option("--log", "log_events", is_flag=True,
+              help="Log the volunteered pages as events (channel 'op') in the database of --database-url / "
+                   "VOLUNTEER_DATABASE_URL, so 'volunteer stats' counts them. Best-effort: an unreachable "
+                   "database is a warning, never a failure.")
+@click.option("--session-id", metavar="ID", help="With --log: the caller's session (truncated to 256 characters).")
+@click.option("--turn", metavar="N", help="With --log: the caller's turn number (logged only when an integer).")
 def context(
     brain_dir: str | None,
     database_url: str | None,
@@ -221,6 +216,9 @@ def context(
     batch: bool,
     stats: bool,
     days: str,
+    log_events: bool,
+    session_id: str | None,
+    turn: str | None,
 ) -> None:
     """Volunteer brain pages for a conversation window, once (no broker, no state).
 
@@ -237,11 +235,13 @@ def context(
       volunteer context --brain DIR --json --window 'user: ping Alice Example'
       volunteer context --database-url postgresql://... --source default --source team < window.txt
       volunteer context --brain DIR --batch < requests.jsonl > results.jsonl
+      volunteer context --database-url postgresql://... --log --session-id s1 --turn 3 < window.txt
       volunteer context --stats --days 7 --database-url postgresql://...
 
     \b
     --batch request:  {"window": "...", "prior_context"?, "max_pages"?, "min_confidence"?,
-                       "source_ids"?, "lexical_arms"?}
+                       "source_ids"?, "lexical_arms"?, "exclude_slug_prefixes"?,
+                       "session_id"?, "turn"?}   (the last two only matter with --log)
     --batch result:   {"pages": [...], "count": n, "window_turns": n}
                       or {"error": "invalid_params", "message": "..."}
 
@@ -253,26 +253,47 @@ def context(
         _run_stats(database_url, sources or (settings.source,), days, as_json)
         return
     source_ids = list(sources) if sources else [settings.source]
-    defaults: dict[str, Any] = {
-        "source_ids": source_ids,
-        "prior_context": prior_context,
-        "max_pages": number_option(max_pages) if max_pages is not None else settings.max_pages,
-        "min_confidence": number_option(min_confidence) if min_confidence is not None else settings.min_confidence,
-        "lexical_arms": settings.lexical_arms and not no_lexical_arms,
-        "exclude_slug_prefixes": tuple(exclude_prefixes) or tuple(settings.exclude_slug_prefixes),
-    }
-    if batch:
-        if window_text is not None:
-            raise click.UsageError("--batch reads requests from stdin; it cannot be combined with --window")
-        # Requests may name any source, so a database brain is loaded whole.
-        brain = load_brain(brain_dir, database_url, None)
-        if sys.stdin.isatty():
-            click.echo("reading JSON requests from the terminal, one per line; end with Ctrl-D", err=True)
-        total, good = run_batch(sys.stdin.buffer, defaults, brain)
-        if total and not good:
-            raise click.ClickException(f"none of the {total} request line(s) was usable")
-        return
+    defaults = RequestDefaults(
+        source_ids=tuple(source_ids),
+        prior_context=prior_context,
+        max_pages=number_option(max_pages) if max_pages is not None else settings.max_pages,
+        min_confidence=number_option(min_confidence) if min_confidence is not None else settings.min_confidence,
+        lexical_arms=settings.lexical_arms and not no_lexical_arms,
+        exclude_slug_prefixes=tuple(exclude_prefixes) or tuple(settings.exclude_slug_prefixes),
+    )
+    if not log_events and (session_id is not None or turn is not None):
+        raise click.UsageError("--session-id and --turn only matter with --log")
+    if batch and (session_id is not None or turn is not None):
+        raise click.UsageError("with --batch, give session_id / turn inside each request line")
+    log = _open_log(database_url or settings.database_url) if log_events else None
+    try:
+        if batch:
+            if window_text is not None:
+                raise click.UsageError("--batch reads requests from stdin; it cannot be combined with --window")
+            # Requests may name any source, so a database brain is loaded whole.
+            brain = load_brain(brain_dir, database_url, None)
+            if sys.stdin.isatty():
+                click.echo("reading JSON requests from the terminal, one per line; end with Ctrl-D", err=True)
+            total, good = run_batch(sys.stdin.buffer, defaults, brain, log)
+            if total and not good:
+                raise click.ClickException(f"none of the {total} request line(s) was usable")
+            return
+        _run_once(window_text, brain_dir, database_url, defaults, as_json, log,
+                  clamp_session_id(session_id), clamp_turn(None if turn is None else js_number(turn)))
+    finally:
+        if log is not None:
+            log.close()
 
+
+def _open_log(url: str) -> OpEventLog:
+    from pipeline.mcp.oplog import OpEventLog
+
+    return OpEventLog(url)
+
+
+def _run_once(window_text: str | None, brain_dir: str | None, database_url: str | None,
+              defaults: RequestDefaults, as_json: bool, log: OpEventLog | None,
+              session_id: str | None, turn: int | None) -> None:
     if window_text is not None:
         window: str = window_text
     elif sys.stdin.isatty():
@@ -281,24 +302,17 @@ def context(
         window = read_window(sys.stdin.buffer)
     if not window.strip(JS_WHITESPACE):
         raise click.ClickException(f"{WINDOW_REQUIRED} (pipe 'user: ...' lines on stdin, or pass --window)")
-    brain = load_brain(brain_dir, database_url, source_ids)
-    try:
-        result = volunteer_context(
-            window,
-            brain,
-            source_ids=source_ids,
-            prior_context=defaults["prior_context"],
-            max_pages=defaults["max_pages"],
-            min_confidence=defaults["min_confidence"],
-            lexical_arms=defaults["lexical_arms"],
-            exclude_slug_prefixes=defaults["exclude_slug_prefixes"],
-        )
-    except InvalidParams as exc:
-        raise click.ClickException(f"{exc.message} (pipe 'user: ...' lines on stdin, or pass --window)") from None
+    brain = load_brain(brain_dir, database_url, defaults.source_ids)
+    outcome = evaluate({"window": window}, defaults, brain)
+    if not outcome.ok:
+        raise click.ClickException(f"{outcome.result['message']} (pipe 'user: ...' lines on stdin, or pass --window)")
+    result = outcome.result
     if as_json:
         _emit(result)
     else:
         click.echo(format_result(result), nl=False)
+    if log is not None and result["pages"]:
+        log.submit(result["pages"], session_id, turn)
 
 
 def _run_stats(database_url: str | None, sources: Sequence[str], days: str, as_json: bool) -> None:

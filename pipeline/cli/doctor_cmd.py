@@ -50,7 +50,8 @@ def doctor(broker: str | None, database_url: str | None, app_id: str | None, max
       schema    'volunteer migrate' has run and is current
       brain     live pages and aliases per source
       lag       how far the workers' consumer group is behind (and whether a worker runs)
-      channels  events per channel in the last 7 days; hooks installed but never called or never delivering
+      channels  events per channel in the last 7 days; hooks installed but never called or never
+                delivering, Codex hooks not trusted (from the heartbeat alone when the database is down)
       feedback  whether page opens arrive, without which stats precision reads 0
 
     \b

@@ -15,9 +15,16 @@ from pipeline.settings import Settings
 from topics.records import InvalidRecord, Turn, decode_turn
 
 
-def turns_from_lines(lines: Iterable[str], session: str, *, first_turn: int, channel: str | None,
+def turns_from_lines(lines: Iterable[str], session: str, *, first_turn: int | None, channel: str | None,
                      source: str | None, now_ms: int) -> Iterator[Turn]:
-    """``role: text`` lines -> numbered Turn records, read like gbrain ``watch`` reads its input."""
+    """``role: text`` lines -> Turn records, read like gbrain ``watch`` reads its input.
+
+    Without ``first_turn`` the records carry no turn number, so the worker numbers them after the
+    session's last turn: a second ``feed`` of the same session continues it instead of restarting at
+    1, where every number would be a repeat the worker ignores (turns lost without a word). The
+    worker recognises a redelivered record by its offset, so unnumbered turns are as crash-safe as
+    numbered ones. With ``first_turn`` the numbers are explicit, from that one on.
+    """
     from pipeline.core.window import parse_watch_line
 
     number = first_turn
@@ -27,7 +34,8 @@ def turns_from_lines(lines: Iterable[str], session: str, *, first_turn: int, cha
             continue
         role, text = parsed
         yield Turn(session, role, text, turn=number, ts_ms=now_ms, source_id=source, channel=channel)
-        number += 1
+        if number is not None:
+            number += 1
 
 
 def turns_from_records(stream: IO[bytes], max_text_bytes: int) -> Iterator[Turn]:
@@ -54,20 +62,22 @@ async def _feed(settings: Settings, turns: Iterable[Turn]) -> int:
 @click.command(name="feed")
 @broker_option
 @click.option("--session", metavar="ID", help="Session id of the turns (required unless --records).")
-@click.option("--first-turn", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
-              help="Number of the first turn; continue a session fed earlier with its next number.")
+@click.option("--first-turn", type=click.IntRange(min=1, max=2147483647), default=None, metavar="N",
+              help="Number the turns explicitly from N. Default: unnumbered, so the worker numbers them "
+                   "after the session's last turn (a second feed of a session continues it). A number the "
+                   "worker has already seen for the session is ignored as a repeat.")
 @click.option("--channel", metavar="NAME", default=None, help="Channel logged with the events (default: stream).")
 @click.option("--source", metavar="ID", default=None, help="Brain source to resolve against (default: default).")
 @click.option("--records", is_flag=True,
               help="stdin holds Turn records (JSON lines, any sessions, e.g. a transcript) instead of "
                    "'role: text' lines.")
-def feed(broker: str | None, session: str | None, first_turn: int, channel: str | None, source: str | None,
+def feed(broker: str | None, session: str | None, first_turn: int | None, channel: str | None, source: str | None,
          records: bool) -> None:
     """Send conversation turns from stdin to the 'turns' topic.
 
     Each non-blank line is one turn, as gbrain 'watch' reads it: 'user: ...' or 'assistant: ...'
-    (a line without a prefix is a user turn). Turns are numbered from --first-turn; a number the
-    worker has already seen for the session is ignored as a duplicate.
+    (a line without a prefix is a user turn). The worker numbers the turns after the session's last
+    one, so feeding the same session again continues it; --first-turn N numbers them explicitly.
 
     \b
     Examples:
@@ -77,7 +87,7 @@ def feed(broker: str | None, session: str | None, first_turn: int, channel: str 
     settings = settings_with_flags({}, broker=broker)
     quiet_client_logs()
     if records:
-        if session or channel or source or first_turn != 1:
+        if session or channel or source or first_turn is not None:
             raise click.UsageError("--records takes everything from the records; drop --session/--channel/"
                                    "--source/--first-turn")
         turns: Iterable[Turn] = list(turns_from_records(sys.stdin.buffer, settings.max_text_bytes))
@@ -105,7 +115,10 @@ def feed(broker: str | None, session: str | None, first_turn: int, channel: str 
     sessions = sorted({t.session_id for t in turns})
     if records:
         click.echo(f"sent {sent} turn(s) of {len(sessions)} session(s) to {settings.topic_turns}", err=True)
+    elif first_turn is None:
+        click.echo(f"sent {sent} turn(s) to {settings.topic_turns} for session {session} "
+                   "(numbered by the worker after the session's last turn)", err=True)
     else:
         last = first_turn + sent - 1
         click.echo(f"sent {sent} turn(s) to {settings.topic_turns} for session {session} "
-                   f"(turns {first_turn}-{last}; continue with --first-turn {last + 1})", err=True)
+                   f"(turns {first_turn}-{last}; continue with --first-turn {last + 1} or without it)", err=True)

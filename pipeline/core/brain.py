@@ -49,8 +49,8 @@ class BrainIndex:
         "alias_row_count",
         "live_page_count",
         "page_count",
-        "token",
         "sources",
+        "token",
     )
 
     def __init__(self) -> None:

@@ -22,6 +22,7 @@ from pipeline.core.normalize import JS_WHITESPACE, normalize_alias
 from pipeline.core.op import decide
 from pipeline.core.resolve import could_resolve
 from pipeline.core.tally import DecisionTally
+from pipeline.core.turn_context import DEFAULT_REFLEX_MAX_POINTERS, turn_context
 from pipeline.core.types import VolunteeredPage
 from pipeline.core.window import ROLES, parse_watch_line
 
@@ -39,6 +40,8 @@ EMISSIONS_KEPT_TURNS = 64
 longer), so a turn redelivered after a crash re-emits its pages even if the window moved on."""
 
 _STATE_VERSION = 1
+_STATE_VERSION_POINTERS = 2
+"""Written only by a state that holds reflex pointers (key ``p``); version 1 states read as before."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,9 @@ class DecisionOptions:
     lexical_arms: bool = True
     exclude_slug_prefixes: tuple[str, ...] = ()
     collapse_display: bool = True
+    reflex: bool = False
+    """Turn context (docs/reference-behaviour.md §13.1): reflex pointers first, then the pages."""
+    reflex_max_pointers: Any = DEFAULT_REFLEX_MAX_POINTERS
     effective_window_turns: int = field(init=False, repr=False, compare=False)
     """``min(64, max(1, floor(window_turns)))``; non-finite -> 4 (computed once)."""
 
@@ -80,12 +86,15 @@ class SessionState:
     surfaced: dict[str, int] = field(default_factory=dict)
     emissions: dict[int, list[VolunteeredPage]] = field(default_factory=dict)
     last_activity_ms: int | None = None
+    pointers: dict[int, list[VolunteeredPage]] = field(default_factory=dict)
+    """Reflex pointers emitted per turn (turn-context steps only), kept like ``emissions``."""
 
     # ------------------------------------------------------------------ serialisation
 
     def to_bytes(self) -> bytes:
         """Compact orjson: short keys, candidates as ``query`` or ``[display, query]``, no raw text."""
-        out: dict[str, Any] = {"v": _STATE_VERSION, "t": self.last_turn}
+        version = _STATE_VERSION_POINTERS if self.pointers else _STATE_VERSION
+        out: dict[str, Any] = {"v": version, "t": self.last_turn}
         if self.last_activity_ms is not None:
             out["a"] = self.last_activity_ms
         if self.window:
@@ -101,12 +110,9 @@ class SessionState:
         if self.surfaced:
             out["s"] = self.surfaced
         if self.emissions:
-            out["e"] = {
-                str(turn): [
-                    [p.slug, p.source_id, p.display, p.confidence, p.arm, p.rationale, p.synopsis] for p in pages
-                ]
-                for turn, pages in self.emissions.items()
-            }
+            out["e"] = _enc_emitted(self.emissions)
+        if self.pointers:
+            out["p"] = _enc_emitted(self.pointers)
         return orjson.dumps(out)
 
     @classmethod
@@ -114,17 +120,15 @@ class SessionState:
         """Inverse of :meth:`to_bytes`; raises ``ValueError`` naming what is wrong."""
         try:
             obj = orjson.loads(data)
-            if not isinstance(obj, dict) or obj.get("v") != _STATE_VERSION:
+            if not isinstance(obj, dict) or obj.get("v") not in (_STATE_VERSION, _STATE_VERSION_POINTERS):
                 raise ValueError(f"unsupported session state version {obj.get('v') if isinstance(obj, dict) else None!r}")
             state = cls(last_turn=int(obj["t"]), last_activity_ms=obj.get("a"))
             for turn, role, strong, weak in obj.get("w", ()):
                 cands = [_dec_cand(c, False) for c in strong] + [_dec_cand(c, True) for c in weak]
                 state.window.append(_WindowTurn(int(turn), ROLES[role], cands))
             state.surfaced = {str(k): int(v) for k, v in obj.get("s", {}).items()}
-            state.emissions = {
-                int(turn): [VolunteeredPage(s, src, d, float(c), a, r, syn) for s, src, d, c, a, r, syn in pages]
-                for turn, pages in obj.get("e", {}).items()
-            }
+            state.emissions = _dec_emitted(obj.get("e", {}))
+            state.pointers = _dec_emitted(obj.get("p", {}))
             return state
         except ValueError as exc:
             raise ValueError(f"invalid session state: {exc}") from None
@@ -135,6 +139,20 @@ class SessionState:
     def window_turns(self) -> list[int]:
         """Turn numbers currently in the rolling window, oldest first."""
         return [wt.turn for wt in self.window]
+
+
+def _enc_emitted(emitted: dict[int, list[VolunteeredPage]]) -> dict[str, list[list[Any]]]:
+    return {
+        str(turn): [[p.slug, p.source_id, p.display, p.confidence, p.arm, p.rationale, p.synopsis] for p in pages]
+        for turn, pages in emitted.items()
+    }
+
+
+def _dec_emitted(raw: Any) -> dict[int, list[VolunteeredPage]]:
+    return {
+        int(turn): [VolunteeredPage(s, src, d, float(c), a, r, syn) for s, src, d, c, a, r, syn in pages]
+        for turn, pages in raw.items()
+    }
 
 
 def _enc_cand(c: Candidate) -> str | list[str]:
@@ -155,12 +173,14 @@ def _dec_cand(raw: Any, weak: bool) -> Candidate:
 @dataclass(frozen=True, slots=True)
 class StepResult:
     """The pages volunteered at ``turn``. ``duplicate``: a redelivered turn (pages are the first
-    processing's, state untouched). ``skipped``: blank text, not a turn (nothing counted)."""
+    processing's, state untouched). ``skipped``: blank text, not a turn (nothing counted).
+    ``pointers``: the reflex pointers of a turn-context step (``options.reflex``), before the pages."""
 
     turn: int
     pages: list[VolunteeredPage]
     duplicate: bool
     skipped: bool = False
+    pointers: list[VolunteeredPage] = field(default_factory=list)
 
 
 def step(
@@ -187,7 +207,8 @@ def step(
     if role_lc not in ROLES:
         raise ValueError(f"role must be 'user' or 'assistant', got {role!r}")
     if turn_no is not None and turn_no <= state.last_turn:
-        return StepResult(turn_no, list(state.emissions.get(turn_no, ())), duplicate=True)
+        return StepResult(turn_no, list(state.emissions.get(turn_no, ())), duplicate=True,
+                          pointers=list(state.pointers.get(turn_no, ())))
     body = text.strip(JS_WHITESPACE)
     number = state.last_turn + 1 if turn_no is None else turn_no
     if not body:
@@ -206,30 +227,48 @@ def step(
         if wt.live:
             live = True
     # Every surfaced slug was surfaced at a turn <= last_turn < number, so the whole map is "earlier".
-    pages = [] if not live and tally is None else decide(
-        [(wt.role, wt.candidates) for wt in state.window],
-        brain,
-        resolvable=live,
-        source_ids=(source_id,),
-        max_pages=options.max_pages,
-        min_confidence=options.min_confidence,
-        lexical_arms=options.lexical_arms,
-        exclude_slugs=state.surfaced,
-        exclude_slug_prefixes=options.exclude_slug_prefixes,
-        collapse_display=options.collapse_display,
-        tally=tally,
-    )
+    window = [(wt.role, wt.candidates) for wt in state.window]
+    pointers: list[VolunteeredPage] = []
+    pages: list[VolunteeredPage] = []
+    if options.reflex:
+        context = turn_context(
+            window, brain, source_ids=(source_id,), max_pointers=options.reflex_max_pointers,
+            max_pages=options.max_pages, min_confidence=options.min_confidence, lexical_arms=options.lexical_arms,
+            exclude_slugs=state.surfaced, exclude_slug_prefixes=options.exclude_slug_prefixes,
+            collapse_display=options.collapse_display, tally=tally,
+        )
+        pointers, pages = context.pointers, context.pages
+    elif live or tally is not None:
+        pages = decide(
+            window,
+            brain,
+            resolvable=live,
+            source_ids=(source_id,),
+            max_pages=options.max_pages,
+            min_confidence=options.min_confidence,
+            lexical_arms=options.lexical_arms,
+            exclude_slugs=state.surfaced,
+            exclude_slug_prefixes=options.exclude_slug_prefixes,
+            collapse_display=options.collapse_display,
+            tally=tally,
+        )
+    for page in pointers:
+        state.surfaced.setdefault(page.slug, number)
     for page in pages:
         state.surfaced.setdefault(page.slug, number)
     if pages:
         state.emissions[number] = pages
+    if pointers:
+        state.pointers[number] = pointers
     oldest_kept = min(state.window[0].turn, number - EMISSIONS_KEPT_TURNS + 1)
     if state.emissions and min(state.emissions) < oldest_kept:
         state.emissions = {t: p for t, p in state.emissions.items() if t >= oldest_kept}
+    if state.pointers and min(state.pointers) < oldest_kept:
+        state.pointers = {t: p for t, p in state.pointers.items() if t >= oldest_kept}
     state.last_turn = number
     if now_ms is not None:
         state.last_activity_ms = now_ms
-    return StepResult(number, pages, duplicate=False)
+    return StepResult(number, pages, duplicate=False, pointers=pointers)
 
 
 def run_lines(

@@ -30,16 +30,17 @@ DAY_MS = 86_400_000
 class CallRecord:
     """What one hook call did (filled in as the call goes)."""
 
-    __slots__ = ("channel", "duration_ms", "outcome", "pages_printed", "pages_reported", "reason")
+    __slots__ = ("channel", "duration_ms", "outcome", "pages_printed", "pages_reported", "reason", "warmup")
 
     def __init__(self, channel: str, outcome: str = "error", reason: str | None = None, pages_printed: int = 0,
-                 pages_reported: int = 0, duration_ms: float = 0.0) -> None:
+                 pages_reported: int = 0, duration_ms: float = 0.0, warmup: str | None = None) -> None:
         self.channel = channel
         self.outcome = outcome  # ok | nothing | degraded | error
         self.reason = reason
         self.pages_printed = pages_printed
         self.pages_reported = pages_reported
         self.duration_ms = duration_ms
+        self.warmup = warmup  # why the transcript warm-up was skipped (transcript_symlink, ...), if it was
 
 
 def heartbeat_path(state_dir: str | os.PathLike[str]) -> str:
@@ -78,6 +79,10 @@ def apply_call(data: dict[str, Any], call: CallRecord, now_ms: int) -> None:
         ch["pages_printed"] += call.pages_printed
         ch["last_delivery_ms"] = now_ms
     ch["pages_reported"] += call.pages_reported
+    ch["last_warmup_skipped"] = call.warmup
+    if call.warmup:
+        skipped: dict[str, int] = ch.setdefault("warmup_skipped", {})
+        skipped[call.warmup] = int(skipped.get(call.warmup, 0)) + 1
     reasons: dict[str, int] = ch.setdefault("reasons", {})
     code = call.reason or call.outcome
     reasons[code] = int(reasons.get(code, 0)) + 1

@@ -4,6 +4,8 @@ Claude Code reads ``hooks.UserPromptSubmit`` from ``settings.json`` (user: ``~/.
 project: ``<dir>/.claude``, local: ``<dir>/.claude/settings.local.json``). Codex reads the same
 shape from ``hooks.json`` (user: ``~/.codex``, project: ``<dir>/.codex``). Each event holds a list
 of matcher groups, each with a ``hooks`` list of ``{"type": "command", "command", "timeout"}``.
+opencode has no command hooks: there the "settings file" is a plugin of ours that runs the same
+command (:mod:`pipeline.hook.opencode`), written whole and deleted on uninstall.
 
 Our entry is recognised by its command (the ``volunteer`` executable followed by ``hook
 user-prompt``), not by an extra marker key: Codex's config parsing is strict about unknown keys.
@@ -20,15 +22,18 @@ import os
 import shlex
 import shutil
 import sys
+import sysconfig
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.hook.opencode import PLUGIN_NAME, plugin_command, plugin_text
+
 EVENT = "UserPromptSubmit"
 DEFAULT_TIMEOUT_S = 5
 SCOPES = ("user", "project", "local")
-HARNESSES = ("claude-code", "codex")
+HARNESSES = ("claude-code", "codex", "opencode")
 
 
 class InstallError(Exception):
@@ -42,6 +47,7 @@ class Plan:
     after: str
     changed: bool
     summary: str
+    delete: bool = False  # remove the file (an opencode plugin of ours on uninstall)
 
     def diff(self) -> str:
         label = str(self.path)
@@ -55,6 +61,13 @@ def settings_path(harness: str, scope: str, project_dir: Path | None = None,
     env = os.environ if env is None else env
     home = Path(env.get("HOME") or Path.home())
     project = (project_dir or Path.cwd()).resolve()
+    if harness == "opencode":
+        if scope == "local":
+            raise InstallError("opencode has no local settings scope; use --scope user or --scope project")
+        if scope == "user":
+            config_home = env.get("XDG_CONFIG_HOME", "").strip()
+            return (Path(config_home) if config_home else home / ".config") / "opencode" / "plugins" / PLUGIN_NAME
+        return project / ".opencode" / "plugins" / PLUGIN_NAME
     if harness == "codex":
         if scope == "local":
             raise InstallError("Codex has no local settings scope; use --scope user or --scope project")
@@ -69,11 +82,20 @@ def settings_path(harness: str, scope: str, project_dir: Path | None = None,
 
 
 def default_executable() -> list[str]:
-    """How the harness should start ``volunteer``: an absolute path (harnesses started from a GUI
-    have no shell PATH), or ``python -m pipeline`` when no console script is found."""
-    found = shutil.which("volunteer")
-    if found:
-        return [str(Path(found).resolve()) if not Path(found).is_absolute() else found]
+    """This installation's ``volunteer`` console script, by absolute path and whatever PATH says.
+
+    A harness started from a desktop launcher has no shell PATH, and a ``volunteer`` found on PATH
+    may belong to another installation, so the script is taken from this interpreter's scripts
+    folder (``<prefix>/bin``; the path is not resolved, so a virtualenv's own ``bin`` stays in it).
+    It is the fast entry (:mod:`pipeline.hook.entry`); ``python -m pipeline`` (the click path, about
+    20 ms slower per prompt) is only used for an installation that has no console script.
+    """
+    script = Path(sysconfig.get_path("scripts")) / "volunteer"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    beside = Path(sys.executable).parent / "volunteer"  # an interpreter whose scheme points elsewhere
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside.absolute())]
     return [sys.executable, "-m", "pipeline"]
 
 
@@ -173,6 +195,11 @@ def uninstall_from(settings: dict[str, Any]) -> int:
 
 def installed_command(path: Path) -> str | None:
     """Our hook command in that settings file, if any (``None`` also when unreadable)."""
+    if path.name == PLUGIN_NAME:
+        try:
+            return plugin_command(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            return None
     try:
         settings = json.loads(path.read_text(encoding="utf-8"))
         groups = _groups(settings, create=False) if isinstance(settings, dict) else None
@@ -214,7 +241,28 @@ def _dump(settings: dict[str, Any], like: str = "") -> str:
     return json.dumps(settings, indent=_indent_of(like), ensure_ascii=False) + "\n"
 
 
+def _plugin_plan(path: Path, uninstall: bool, command: str, timeout_s: int) -> Plan:
+    try:
+        before = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        before = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InstallError(f"cannot read {path}: {exc}") from None
+    if before and plugin_command(before) is None:
+        raise InstallError(f"{path} is not the volunteer-stream plugin; move it away, then run again")
+    if uninstall:
+        if not before:
+            return Plan(path, before, before, False, f"no volunteer plugin at {path}; nothing to remove")
+        return Plan(path, before, "", True, f"removed the volunteer opencode plugin {path}", delete=True)
+    after = plugin_text(command, timeout_s)
+    if after == before:
+        return Plan(path, before, before, False, f"the volunteer opencode plugin is already installed at {path}")
+    return Plan(path, before, after, True, f"installed the volunteer opencode plugin at {path}")
+
+
 def plan(path: Path, *, uninstall: bool, command: str = "", timeout_s: int = DEFAULT_TIMEOUT_S) -> Plan:
+    if path.name == PLUGIN_NAME:
+        return _plugin_plan(path, uninstall, command, timeout_s)
     before, settings = _load(path)
     if uninstall:
         removed = uninstall_from(settings)
@@ -226,25 +274,43 @@ def plan(path: Path, *, uninstall: bool, command: str = "", timeout_s: int = DEF
     return Plan(path, before, _dump(settings, before), True, f"installed the volunteer {EVENT} hook in {path}")
 
 
+def write_text_atomically(path: Path, text: str) -> None:
+    """Replace the file's content in one step, keeping its mode; a symlink stays a symlink.
+
+    The new content goes to a temporary file beside the symlink's *target*, which then replaces the
+    target: settings kept in a dotfiles repository and linked into place stay linked.
+    """
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        mode = target.stat().st_mode & 0o7777 if target.exists() else 0o600
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise InstallError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def apply(p: Plan) -> Path | None:
     """Write the plan atomically; the previous file is kept as ``<name>.bak`` (returned)."""
     if not p.changed:
         return None
     path = p.path
     backup: Path | None = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        mode = 0o600
-        if path.exists():
-            mode = path.stat().st_mode & 0o777
-            backup = path.with_name(path.name + ".bak")
-            shutil.copy2(path, backup)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(p.after)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise InstallError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if path.exists():
+        backup = path.with_name(path.name + ".bak")
+        try:
+            shutil.copy2(path, backup)  # follows a symlink: the backup holds the content
+        except OSError as exc:
+            raise InstallError(f"cannot keep a backup of {path}: {exc.strerror or exc}") from None
+    if p.delete:
+        try:
+            path.unlink()
+        except OSError as exc:
+            raise InstallError(f"cannot remove {path}: {exc.strerror or exc}") from None
+        return backup
+    write_text_atomically(path, p.after)
     return backup

@@ -129,20 +129,59 @@ def decode_delivery(value: bytes, key: bytes | None = None) -> Delivery:
 
 
 PAGE_FIELDS = ("slug", "source_id", "display", "confidence", "arm", "rationale", "synopsis")
+ITEM_KINDS = ("pointer", "page")
+ARMS = ("alias", "title", "title-surname", "cjk-title", "slug-suffix")  # pipeline.core.types.ARMS
+MAX_ITEMS = 32
+"""Most items one answer may carry (the worker sends at most 10 pointers and 5 pages)."""
+FIELD_MAX_CHARS = {"slug": MAX_SLUG_CHARS, "source_id": MAX_SESSION_ID_CHARS, "display": 1024, "arm": 32,
+                   "rationale": 2048, "synopsis": 1024}
+"""Size limits of an answer's text fields: generous for real pages, small enough to bound the block."""
 
 
-def page_from_obj(obj: Any) -> dict[str, Any] | None:
-    """A page as the worker answers it, checked field by field (``None`` if malformed)."""
+class BadReply(ValueError):
+    """The worker's answer is not what the hook prints; ``reason`` is a short heartbeat code."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def item_from_obj(obj: Any) -> dict[str, Any]:
+    """One answered item (a pointer or a page), checked field by field; raises :class:`BadReply`.
+
+    ``kind`` is ``pointer`` or ``page``; an item without one is a page (a worker without the
+    reflex). Text fields must be strings within :data:`FIELD_MAX_CHARS`, the confidence a number
+    in [0, 1], the arm a resolver arm."""
     if not isinstance(obj, dict):
-        return None
+        raise BadReply("bad_reply:item")
+    kind = obj.get("kind", "page")
+    if kind not in ITEM_KINDS:
+        raise BadReply("bad_reply:kind")
     for name in PAGE_FIELDS:
         value = obj.get(name)
         if name == "confidence":
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                return None
-        elif not isinstance(value, str):
-            return None
-    return {name: obj[name] for name in PAGE_FIELDS}
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+                raise BadReply("bad_reply:confidence")
+        elif not isinstance(value, str) or len(value) > FIELD_MAX_CHARS[name]:
+            raise BadReply(f"bad_reply:{name}")
+    if not obj["slug"] or obj["arm"] not in ARMS:
+        raise BadReply("bad_reply:slug" if not obj["slug"] else "bad_reply:arm")
+    item = {name: obj[name] for name in PAGE_FIELDS}
+    item["kind"] = kind
+    return item
+
+
+def items_from_answer(raw: Any) -> list[dict[str, Any]]:
+    """All items of an answer, or :class:`BadReply`: one malformed item spoils the whole answer
+    (a reply that is wrong in one place is not trusted in the others)."""
+    if not isinstance(raw, list):
+        raise BadReply("bad_reply:shape")
+    if len(raw) > MAX_ITEMS:
+        raise BadReply("bad_reply:size")
+    items = [item_from_obj(x) for x in raw]
+    if len({i["slug"] for i in items}) != len(items):
+        raise BadReply("bad_reply:duplicate")
+    return items
 
 
 def slugs_of(pages: Sequence[dict[str, Any]]) -> list[str]:

@@ -145,15 +145,28 @@ def parse_claude_line(entry: Any) -> tuple[str, str] | None:
 
 def parse_codex_line(entry: Any) -> tuple[str, str] | None:
     """A Codex rollout line -> (role, text): typed user messages and assistant output text only
-    (``response_item`` user/developer rows are injected context, not the user's words)."""
+    (``response_item`` user/developer rows are injected context, not the user's words).
+
+    The user's words come in two formats: Codex 0.169 writes an ``event_msg`` whose payload is
+    ``item_completed`` with a ``UserMessage`` item (text parts in ``content``); earlier versions
+    wrote an ``event_msg`` of type ``user_message`` with the text in ``message``. Both are read."""
     if not isinstance(entry, dict):
         return None
     payload = entry.get("payload")
     if not isinstance(payload, dict):
         return None
-    if entry.get("type") == "event_msg" and payload.get("type") == "user_message":
-        message = payload.get("message")
-        return ("user", message.strip()) if isinstance(message, str) and message.strip() else None
+    if entry.get("type") == "event_msg":
+        kind = payload.get("type")
+        if kind == "item_completed":
+            item = payload.get("item")
+            if not isinstance(item, dict) or item.get("type") != "UserMessage":
+                return None
+            text = _text_blocks(item.get("content"), ("text", "input_text"))
+            return ("user", text) if text else None
+        if kind == "user_message":
+            message = payload.get("message")
+            return ("user", message.strip()) if isinstance(message, str) and message.strip() else None
+        return None
     if (entry.get("type") == "response_item" and payload.get("type") == "message"
             and payload.get("role") == "assistant"):
         text = _text_blocks(payload.get("content"), ("output_text", "text"))

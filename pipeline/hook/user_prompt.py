@@ -27,7 +27,7 @@ import time
 from pipeline.hook.config import HookConfig, hooks_enabled
 from pipeline.hook.heartbeat import CallRecord, record_call
 from pipeline.hook.http import WorkerUnavailable, post_json
-from pipeline.hook.protocol import DELIVERED_PATH, TURNS_PATH, Delivery, page_from_obj
+from pipeline.hook.protocol import DELIVERED_PATH, TURNS_PATH, BadReply, Delivery, items_from_answer
 from pipeline.hook.render import fit
 from pipeline.hook.state import SessionHookState, SessionStateFile, prompt_digest, sweep_old_sessions
 from pipeline.hook.transcript import TranscriptRefused, confine, read_new
@@ -145,15 +145,16 @@ class Call:
 
     def new_turns(self, state: SessionHookState, transcript_path: Any,
                   prompt: str) -> list[tuple[str, str]] | None:
-        """Catch-up turns from the transcript (bounded) plus the prompt; None if refused."""
+        """Catch-up turns from the transcript (bounded) plus the prompt. A transcript the hook may not
+        read skips the warm-up only (``record.warmup`` says why); the prompt is still sent."""
         catch_up: list[tuple[str, str]] = []
         # Transcript formats known: Claude Code's and Codex's (opencode sends the prompt alone).
         if transcript_path is not None and self.cfg.warm_turns > 0 and self.cfg.harness != "opencode":
             try:
                 path = confine(transcript_path, self.cfg.transcript_root)
-            except TranscriptRefused as exc:
-                self.degrade(exc.reason)
-                return None
+            except TranscriptRefused as exc:  # skip the warm-up only: the prompt still gets its pages
+                self.record.warmup = exc.reason
+                path = None
             if path is not None:
                 chunk = read_new(path, state.offset, state.file_id, self.cfg.harness)
                 ours = set(state.recent_prompts)
@@ -206,18 +207,20 @@ class Call:
         return None
 
     def deliver(self, sf: SessionStateFile, session_id: str, answer: dict[str, Any]) -> None:
-        raw = answer.get("pages")
-        pages = [p for p in (page_from_obj(x) for x in raw) if p is not None] if isinstance(raw, list) else []
-        if not pages:
-            self.record.outcome = "nothing"
+        try:  # the whole reply is checked before anything is printed
+            items = items_from_answer(answer.get("pages"))
+        except BadReply as exc:
+            return self.degrade(exc.reason)
+        if not items:
+            self.record.outcome, self.record.reason = "nothing", self.record.warmup
             return
-        output, printed = fit(pages, self.cfg.max_chars)
+        output, printed = fit(items, self.cfg.max_chars)
         if output is None:
             return self.degrade("over_cap")
         if not self.emit(output):
             return self.degrade("deadline")
         self.record.outcome = "ok"
-        self.record.reason = "trimmed" if len(printed) < len(pages) else None
+        self.record.reason = "trimmed" if len(printed) < len(items) else self.record.warmup
         self.record.pages_printed = len(printed)
         delivery = Delivery(session_id, int(answer["turn"]), tuple(dict.fromkeys(p["slug"] for p in printed)),
                             self.cfg.channel, int(time.time() * 1000))

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,9 @@ import pytest
 
 from pipeline.agents.answers import HOOK_ENDPOINT_MARK
 from pipeline.agents.wiring import READY_MARK
+from pipeline.core.brain import BrainIndex
+from pipeline.core.extract import extract_candidates
+from pipeline.core.turn_context import turn_context
 from pipeline.settings import Settings
 from sinks.db import with_database
 from tests.services.broker import new_names, settings_for
@@ -51,6 +54,8 @@ class Worker:
     data_dir: Path
     proc: subprocess.Popen[bytes] | None = None
     url: str = ""
+    env_extra: dict[str, str] = field(default_factory=dict)
+    brain: Path = SAMPLE_BRAIN
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
@@ -60,12 +65,13 @@ class Worker:
                     "VOLUNTEER_TOPIC_DLQ": s.topic_dlq, "VOLUNTEER_TOPIC_PARTITIONS": str(s.topic_partitions),
                     "VOLUNTEER_APP_ID": s.app_id, "VOLUNTEER_DATA_DIR": str(self.data_dir),
                     "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1"})
+        env.update(self.env_extra)
         return env
 
     def start(self) -> Worker:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pipeline", "worker", "--brain", str(SAMPLE_BRAIN), "--web-port",
+                [sys.executable, "-m", "pipeline", "worker", "--brain", str(self.brain), "--web-port",
                  str(free_port())], env=self.env(), cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True)
         return self
@@ -111,6 +117,7 @@ class HookRunner:
     home: Path
     state_dir: Path
     env_extra: dict[str, str] = field(default_factory=dict)
+    brain: Path = SAMPLE_BRAIN
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
@@ -157,9 +164,15 @@ def hook_settings(module_broker_url: str, hook_database: str) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def worker(hook_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+def worker_brain() -> Path:
+    """The brain directory of the module's worker (a test module overrides it to use its own)."""
+    return SAMPLE_BRAIN
+
+
+@pytest.fixture(scope="module")
+def worker(hook_settings: Settings, worker_brain: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     base = tmp_path_factory.mktemp("hook-worker")
-    w = Worker(hook_settings, base / "worker.log", base / "data").start()
+    w = Worker(hook_settings, base / "worker.log", base / "data", brain=worker_brain).start()
     try:
         w.wait_ready()
         yield w
@@ -174,10 +187,11 @@ def hook(worker: Worker, tmp_path: Path) -> HookRunner:
     return HookRunner(worker.url, home, tmp_path / "state")
 
 
-def event_rows(database_url: str, session_id: str) -> list[tuple[Any, ...]]:
+def event_rows(database_url: str, session_id: str, extra: str = "") -> list[tuple[Any, ...]]:
+    """``(turn, slug, channel, match_arm, confidence)`` per row, plus ``extra`` columns (", rationale")."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         return conn.execute(
-            "SELECT turn, slug, channel, match_arm, confidence FROM context_volunteer_events "
+            f"SELECT turn, slug, channel, match_arm, confidence{extra} FROM context_volunteer_events "
             "WHERE session_id = %s ORDER BY turn, slug", (session_id,)).fetchall()
 
 
@@ -190,3 +204,57 @@ def wait_rows(database_url: str, session_id: str, expect: int, timeout: float = 
         rows = event_rows(database_url, session_id)
     time.sleep(0.5)
     return event_rows(database_url, session_id)
+
+
+def expected_items(brain: BrainIndex, turns: Sequence[tuple[str, str]], delivered: Sequence[str] = (),
+                   window_turns: int = 4) -> list[dict[str, Any]]:
+    """The turn context over the worker's window (last ``window_turns`` turns), excluding what was
+    delivered before: pointers then pages, each as the hook is answered (``kind`` first)."""
+    window = [(role, extract_candidates(text)) for role, text in turns[-window_turns:]]
+    ctx = turn_context(window, brain, source_ids=("default",), exclude_slugs=set(delivered))
+    return ([{"kind": "pointer", **p.to_dict()} for p in ctx.pointers]
+            + [{"kind": "page", **p.to_dict()} for p in ctx.pages])
+
+
+POINTER_LINE = re.compile(r"^- \*\*(?P<display>.+?)\*\* → `(?P<slug>[^`]+)`(?: — (?P<synopsis>.+))? "
+                          r"\(use get_page before relying on details\)$")
+PAGE_LINE = re.compile(r"^- \*\*(?P<display>.+?)\*\* → `(?P<slug>[^`]+)` \((?P<conf>\d\.\d\d), "
+                       r"(?P<rationale>.+?)\)(?: — (?P<synopsis>.+))?$")
+
+
+def block_sections(stdout: bytes) -> dict[str, list[str]]:
+    """The hook's one output line, checked against the harness shape and the block's layout:
+    ``{"pointer": [lines], "page": [lines]}``."""
+    from pipeline.hook.render import BLOCK_MARKER, PAGES_HEADING, POINTERS_HEADING
+
+    assert stdout.endswith(b"\n") and stdout.count(b"\n") == 1, stdout
+    out = orjson.loads(stdout)
+    assert set(out) == {"hookSpecificOutput"}
+    assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    lines: list[str] = out["hookSpecificOutput"]["additionalContext"].split("\n")
+    assert lines[0] == BLOCK_MARKER
+    sections: dict[str, list[str]] = {"pointer": [], "page": []}
+    current: list[str] | None = None
+    for i, line in enumerate(lines[1:], start=1):
+        if line == "":
+            assert lines[i + 1] in (POINTERS_HEADING, PAGES_HEADING), lines
+            continue
+        if line in (POINTERS_HEADING, PAGES_HEADING):
+            current = sections["pointer" if line == POINTERS_HEADING else "page"]
+            assert not current, lines
+            continue
+        assert current is not None, lines
+        current.append(line)
+    for kind, pattern in (("pointer", POINTER_LINE), ("page", PAGE_LINE)):
+        for line in sections[kind]:
+            assert pattern.match(line), line
+    return sections
+
+
+def printed(stdout: bytes) -> list[str]:
+    """Slugs in the printed block, pointers first; [] when the hook printed nothing."""
+    if not stdout:
+        return []
+    sections = block_sections(stdout)
+    return [m.group("slug") for kind, pattern in (("pointer", POINTER_LINE), ("page", PAGE_LINE))
+            for m in (pattern.match(line) for line in sections[kind]) if m]

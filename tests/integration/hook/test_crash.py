@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.braindir import load_brain_dir
-from pipeline.core.op import volunteer_context
 from pipeline.hook.render import output_length, payload_for
 from pipeline.settings import Settings
-from tests.integration.hook.conftest import SAMPLE_BRAIN, HookRunner, Worker, wait_rows
+from tests.integration.hook.conftest import SAMPLE_BRAIN, HookRunner, Worker, expected_items, wait_rows
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +28,7 @@ def test_delivery_survives_a_killed_worker(hook_settings: Settings, tmp_path: Pa
         first.wait_ready()
         hook = HookRunner(first.url, home, tmp_path / "state")
         prompt = "Did Alice Example reply about Kiteline?"
-        pages = volunteer_context(f"user: {prompt}", load_brain_dir(SAMPLE_BRAIN))["pages"]
+        pages = expected_items(load_brain_dir(SAMPLE_BRAIN), [("user", prompt)])  # two pointers
         assert [p["slug"] for p in pages] == [ALICE, KITELINE]
         alice_only = output_length(payload_for(pages[:1]) + "\n")  # the cap that drops Kiteline
         result = hook("crash-1", prompt, VOLUNTEER_HOOK_MAX_CHARS=str(alice_only))

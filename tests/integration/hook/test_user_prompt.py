@@ -10,7 +10,6 @@ path from the worker's per-session state), with the slugs already delivered excl
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -22,24 +21,25 @@ import pytest
 
 from pipeline.braindir import load_brain_dir
 from pipeline.core.brain import BrainIndex
-from pipeline.core.op import volunteer_context
-from pipeline.hook.render import BLOCK_HEADING, BLOCK_MARKER, output_length, payload_for
+from pipeline.hook.render import output_length, payload_for
 from pipeline.settings import Settings
 from tests.integration.hook.conftest import (
     ROOT,
     SAMPLE_BRAIN,
     HookRunner,
     Worker,
+    block_sections,
     event_rows,
+    expected_items,
     free_port,
+    printed,
     wait_rows,
 )
 
 pytestmark = pytest.mark.integration
 
 ALICE, KITELINE, NORTHWIND = "people/alice-example", "companies/kiteline", "companies/northwind-ventures"
-LINE = re.compile(r"^- \*\*(?P<display>.+?)\*\* → `(?P<slug>[^`]+)` \((?P<conf>\d\.\d\d), (?P<rationale>.+?)\)"
-                  r"(?: — (?P<synopsis>.+))?$")
+TAIL = "(use get_page before relying on details)"
 
 
 @pytest.fixture(scope="module")
@@ -48,49 +48,67 @@ def brain() -> BrainIndex:
 
 
 def expected(brain: BrainIndex, turns: Sequence[tuple[str, str]], delivered: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The op over the worker's window (last 4 turns), excluding what was delivered before."""
-    window = "\n".join(f"{role}: {text}" for role, text in turns[-4:])
-    pages: list[dict[str, Any]] = volunteer_context(window, brain, exclude_slugs=set(delivered))["pages"]
-    return pages
-
-
-def block_lines(stdout: bytes) -> list[str]:
-    assert stdout.endswith(b"\n") and stdout.count(b"\n") == 1, stdout
-    out = orjson.loads(stdout)
-    assert set(out) == {"hookSpecificOutput"}
-    assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
-    lines: list[str] = out["hookSpecificOutput"]["additionalContext"].split("\n")
-    assert lines[:2] == [BLOCK_MARKER, BLOCK_HEADING]
-    return lines[2:]
-
-
-def printed(stdout: bytes) -> list[str]:
-    return [m.group("slug") for m in (LINE.match(line) for line in block_lines(stdout)) if m]
+    """The turn context over the worker's window (last 4 turns), excluding what was delivered before."""
+    return expected_items(brain, turns, delivered)
 
 
 def test_pages_of_the_prompt_in_the_block_format(hook: HookRunner, worker: Worker, brain: BrainIndex,
                                                  hook_settings: Settings) -> None:
-    prompt = "Did Alice Example reply about Kiteline?"
+    prompt = "Did Alice Example reply about Kiteline? Saoirse Byrne and Northwind Ventures are in too."
     result = hook("fmt-1", prompt)
     assert result.returncode == 0, result.stderr
     want = expected(brain, [("user", prompt)])
-    assert [p["slug"] for p in want] == [ALICE, KITELINE]
-    lines = block_lines(result.stdout)
-    assert lines == [f"- **{p['display']}** → `{p['slug']}` ({p['confidence']:.2f}, {p['rationale']}) — "
-                     f"{p['synopsis']}" for p in want]
-    rows = wait_rows(hook_settings.database_url, "fmt-1", 2)
+    assert [(p["kind"], p["slug"]) for p in want] == [
+        ("pointer", ALICE), ("pointer", "people/saoirse-byrne"), ("pointer", KITELINE), ("page", NORTHWIND)]
+    sections = block_sections(result.stdout)
+    assert sections["pointer"] == [f"- **{p['display']}** → `{p['slug']}` — {p['synopsis']} {TAIL}"
+                                   for p in want if p["kind"] == "pointer"]
+    assert sections["page"] == [f"- **{p['display']}** → `{p['slug']}` ({p['confidence']:.2f}, {p['rationale']}) — "
+                                f"{p['synopsis']}" for p in want if p["kind"] == "page"]
+    rows = wait_rows(hook_settings.database_url, "fmt-1", 4)
     assert rows == sorted((1, p["slug"], "claude-code", p["arm"], p["confidence"]) for p in want)
+    # pointers are logged with the base confidence (no boost), pages with the gate's
+    assert {p["slug"]: p["confidence"] for p in want} == {
+        "people/saoirse-byrne": 0.8, ALICE: 0.8, KITELINE: 0.8, NORTHWIND: 0.8500000000000001}
     beat = hook.heartbeat()
-    assert (beat["calls"], beat["printed_calls"], beat["pages_printed"], beat["pages_reported"]) == (1, 1, 2, 2)
+    assert (beat["calls"], beat["printed_calls"], beat["pages_printed"], beat["pages_reported"]) == (1, 1, 4, 4)
     assert beat["last_outcome"] == "ok"
+
+
+def test_rationales_in_the_events_table(hook: HookRunner, brain: BrainIndex, hook_settings: Settings) -> None:
+    import psycopg
+
+    prompt = "Did Alice Example reply about Kiteline? Saoirse Byrne and Northwind Ventures are in too."
+    assert len(printed(hook("why-1", prompt).stdout)) == 4
+    wait_rows(hook_settings.database_url, "why-1", 4)
+    with psycopg.connect(hook_settings.database_url, autocommit=True) as conn:
+        got: dict[str, str] = dict(conn.execute("SELECT slug, rationale FROM context_volunteer_events WHERE session_id = %s",
+                                ("why-1",)).fetchall())
+    assert got == {p["slug"]: p["rationale"] for p in expected(brain, [("user", prompt)])}
+    assert got[ALICE] == 'title match "Alice Example"'
+
+
+def test_reflex_off_gives_a_pages_only_block(hook_settings: Settings, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".claude" / "projects").mkdir(parents=True)
+    worker = Worker(hook_settings.with_overrides(app_id=hook_settings.app_id + "-noreflex"), tmp_path / "w.log",
+                    tmp_path / "d", env_extra={"VOLUNTEER_REFLEX": "off"}).start()
+    try:
+        worker.wait_ready()
+        hook = HookRunner(worker.url, home, tmp_path / "state")
+        result = hook("noreflex-1", "Did Alice Example reply about Kiteline? Saoirse Byrne and Northwind Ventures too.")
+        sections = block_sections(result.stdout)
+        assert sections["pointer"] == [] and len(sections["page"]) == 3
+    finally:
+        worker.stop()
 
 
 def test_dedupe_and_delivered_only_accounting(hook: HookRunner, brain: BrainIndex, hook_settings: Settings) -> None:
     sid = "dedupe-1"
     turns = [("user", "Did Alice Example reply about Kiteline?")]
     first = expected(brain, turns)
-    assert [p["slug"] for p in first] == [ALICE, KITELINE]  # equal confidence: the later one is dropped
-    cap = output_length(payload_for(first[:1]) + "\n")
+    assert [(p["kind"], p["slug"]) for p in first] == [("pointer", ALICE), ("pointer", KITELINE)]
+    cap = output_length(payload_for(first[:1]) + "\n")  # equal confidence: the later one is dropped
     one = hook(sid, turns[0][1], VOLUNTEER_HOOK_MAX_CHARS=str(cap))
     assert printed(one.stdout) == [ALICE]
     assert hook.heartbeat()["last_reason"] == "trimmed"
@@ -100,8 +118,7 @@ def test_dedupe_and_delivered_only_accounting(hook: HookRunner, brain: BrainInde
     second = expected(brain, turns, delivered=[ALICE])
     assert [p["slug"] for p in second] == [KITELINE]
     two = hook(sid, turns[1][1])
-    assert block_lines(two.stdout)[0].startswith(f"- **Kiteline** → `{KITELINE}` ({second[0]['confidence']:.2f}, "
-                                                 f"{second[0]['rationale']})")
+    assert block_sections(two.stdout)["pointer"] == [f"- **Kiteline** → `{KITELINE}` — {second[0]['synopsis']} {TAIL}"]
 
     three = hook(sid, "Alice Example, Kiteline: both done.")
     assert three.returncode == 0 and three.stdout == b""
@@ -137,10 +154,8 @@ def test_first_prompt_warms_the_window_from_the_transcript(hook: HookRunner, bra
     result = hook("warm-1", prompt, transcript_path=str(transcript))
     want = expected(brain, [("user", "Who leads seed rounds there?"),
                             ("assistant", "Alice Example led one last year."), ("user", prompt)])
-    assert [p["slug"] for p in want] == [ALICE]
-    assert "assistant-introduced" in want[0]["rationale"]
+    assert [(p["kind"], p["slug"]) for p in want] == [("pointer", ALICE)]  # assistant-introduced: a pointer
     assert printed(result.stdout) == [ALICE]
-    assert LINE.match(block_lines(result.stdout)[0]).group("rationale") == want[0]["rationale"]  # type: ignore[union-attr]
 
     # Later prompts send the replies written since, not the whole transcript again.
     with transcript.open("ab") as fh:
@@ -153,22 +168,30 @@ def test_first_prompt_warms_the_window_from_the_transcript(hook: HookRunner, bra
     assert [(turn, slug) for turn, slug, *_ in rows] == [(3, ALICE), (5, KITELINE)]
 
 
-def test_transcripts_outside_the_projects_folder_are_refused(hook: HookRunner, tmp_path: Path,
-                                                             hook_settings: Settings) -> None:
+def test_a_refused_transcript_skips_only_the_warm_up(hook: HookRunner, tmp_path: Path,
+                                                     hook_settings: Settings) -> None:
     outside = tmp_path / "elsewhere" / "stolen.jsonl"
     outside.parent.mkdir()
     outside.write_bytes(claude_line("assistant", "Alice Example led one last year.") + b"\n")
-    result = hook("refuse-1", "what did she invest in?", transcript_path=str(outside))
-    assert result.returncode == 0 and result.stdout == b""
-    assert hook.heartbeat()["last_reason"] == "transcript_outside_root"
+    # Nothing of the refused file is read (Alice is only in it), the prompt still gets its pages.
+    result = hook("refuse-1", "Did Kiteline reply?", transcript_path=str(outside))
+    assert result.returncode == 0 and printed(result.stdout) == [KITELINE]
+    beat = hook.heartbeat()
+    assert (beat["last_outcome"], beat["last_reason"], beat["last_warmup_skipped"]) == (
+        "ok", "transcript_outside_root", "transcript_outside_root")
     sneaky = hook.home / ".claude" / "projects" / "link.jsonl"
     sneaky.symlink_to(outside)
-    result = hook("refuse-1", "what did she invest in?", transcript_path=str(sneaky))
-    assert result.stdout == b"" and hook.heartbeat()["last_reason"] == "transcript_symlink"
+    result = hook("refuse-1", "what did she invest in? Lisbon?", transcript_path=str(sneaky))
+    assert printed(result.stdout) == ["places/lisbon"]
+    beat = hook.heartbeat()
+    assert beat["last_warmup_skipped"] == "transcript_symlink"
+    assert beat["warmup_skipped"] == {"transcript_outside_root": 1, "transcript_symlink": 1}
     # A transcript that does not exist yet (a brand-new session) is not an error.
     fresh = hook.home / ".claude" / "projects" / "new.jsonl"
     assert printed(hook("refuse-2", "Alice Example?", transcript_path=str(fresh)).stdout) == [ALICE]
-    assert event_rows(hook_settings.database_url, "refuse-1") == []
+    assert hook.heartbeat()["last_warmup_skipped"] is None
+    rows = wait_rows(hook_settings.database_url, "refuse-1", 2)
+    assert [(turn, slug) for turn, slug, *_ in rows] == [(1, KITELINE), (2, "places/lisbon")]
 
 
 def test_codex_harness_logs_its_own_channel(hook: HookRunner, hook_settings: Settings) -> None:

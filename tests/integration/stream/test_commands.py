@@ -95,14 +95,19 @@ def test_feed_numbers_turns_and_watch_prints_pages(module_broker_url: str, names
     fed = volunteer("feed", "--session", "s1", "--channel", "cli", env=env,
                     stdin=b"user: Did Alice Example reply?\n\nassistant: Not yet.\r\nno prefix line\n")
     assert fed.returncode == 0, fed.stderr.decode()
-    assert "continue with --first-turn 4" in fed.stderr.decode()
-    again = volunteer("feed", "--session", "s1", "--first-turn", "4", env=env, stdin=b"user: and Kiteline?\n")
+    assert "numbered by the worker after the session's last turn" in fed.stderr.decode()
+    # A second feed of the same session without --first-turn continues it: its turn is unnumbered too,
+    # so the worker numbers it after the session's last turn instead of dropping a repeated number 1.
+    again = volunteer("feed", "--session", "s1", env=env, stdin=b"user: and Kiteline?\n")
     assert again.returncode == 0, again.stderr.decode()
-    records = run(read_all(settings, settings.topic_turns, expect=4))
+    explicit = volunteer("feed", "--session", "s1", "--first-turn", "9", env=env, stdin=b"user: and Acme?\n")
+    assert explicit.returncode == 0 and "continue with --first-turn 10" in explicit.stderr.decode()
+    records = run(read_all(settings, settings.topic_turns, expect=5))
     turns = [decode_turn(r.value, r.key) for r in records]
     assert [(t.turn, t.role, t.text, t.channel) for t in turns if t is not None] == [
-        (1, "user", "Did Alice Example reply?", "cli"), (2, "assistant", "Not yet.", "cli"),
-        (3, "user", "no prefix line", "cli"), (4, "user", "and Kiteline?", None)]
+        (None, "user", "Did Alice Example reply?", "cli"), (None, "assistant", "Not yet.", "cli"),
+        (None, "user", "no prefix line", "cli"), (None, "user", "and Kiteline?", None),
+        (9, "user", "and Acme?", None)]
 
     missing = volunteer("feed", env=env, stdin=b"user: hi\n")
     assert missing.returncode == 2 and b"--session" in missing.stderr

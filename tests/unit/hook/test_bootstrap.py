@@ -109,7 +109,7 @@ def test_a_shared_group_keeps_its_other_hooks() -> None:
 def test_codex_settings_and_a_fresh_file(tmp_path: Path) -> None:
     code, out = run(tmp_path, "--harness", "codex")
     path = tmp_path / ".codex" / "hooks.json"
-    assert code == 0 and "hooks = true" in out
+    assert code == 0 and "untrusted" in out and "--trust" in out
     assert json.loads(path.read_text()) == {"hooks": {"UserPromptSubmit": [{"hooks": [
         {"type": "command", "command": COMMAND + " --harness codex", "timeout": 5}]}]}}
     assert path.stat().st_mode & 0o777 == 0o600
@@ -171,3 +171,83 @@ def test_rendered_commands_are_shell_safe() -> None:
     command = hook_command("codex", ["/path with space/volunteer"], {"VOLUNTEER_SOURCE": "a;rm -rf /"})
     assert command == "env 'VOLUNTEER_SOURCE=a;rm -rf /' '/path with space/volunteer' hook user-prompt --harness codex"
     assert is_our_command(command)
+
+
+def test_the_console_script_is_found_without_path(tmp_path: Path) -> None:
+    """With no .venv/bin (nor anything else useful) on PATH, the hook command still names this
+    installation's console script by absolute path: the fast entry, not 'python -m pipeline'."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    script = Path(sysconfig.get_path("scripts")) / "volunteer"
+    assert script.is_file(), "the console script of this installation ('pip install -e .')"
+    done = subprocess.run([sys.executable, "-m", "pipeline", "bootstrap"], capture_output=True, text=True,
+                          env={"HOME": str(tmp_path), "PATH": "/nonexistent"}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    command = json.loads((tmp_path / ".claude" / "settings.json").read_text())["hooks"]["UserPromptSubmit"][0][
+        "hooks"][0]["command"]
+    assert command == f"{script} hook user-prompt"
+    assert "from pipeline.hook.entry import main" in script.read_text()
+
+
+def test_a_symlinked_settings_file_stays_a_link_and_keeps_its_mode(tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles" / "claude-settings.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text(json.dumps(SAMPLE, indent=2) + "\n")
+    dotfiles.chmod(0o640)
+    link = tmp_path / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(dotfiles)
+    code, _ = run(tmp_path)
+    assert code == 0
+    assert link.is_symlink() and link.resolve() == dotfiles.resolve()
+    assert installed_command(dotfiles) == COMMAND
+    assert dotfiles.stat().st_mode & 0o777 == 0o640
+    assert json.loads((tmp_path / ".claude" / "settings.json.bak").read_text()) == SAMPLE
+    code, _ = run(tmp_path, "--uninstall")
+    assert code == 0 and link.is_symlink() and json.loads(dotfiles.read_text()) == SAMPLE
+
+
+def test_trust_text_keeps_the_rest_of_config_toml_and_refuses_what_it_cannot_edit() -> None:
+    import tomllib
+
+    from pipeline.hook.codex_trust import trust_text
+
+    before = '# mine\nmodel = "o3"\n\n[projects."/src/app"]\ntrust_level = "trusted"\n'
+    after = trust_text(before, "/h/.codex/hooks.json:user_prompt_submit:0:0", "sha256:aa")
+    assert after.startswith(before)
+    parsed = tomllib.loads(after)
+    assert parsed["model"] == "o3" and parsed["projects"]["/src/app"] == {"trust_level": "trusted"}
+    assert parsed["hooks"]["state"]["/h/.codex/hooks.json:user_prompt_submit:0:0"] == {"trusted_hash": "sha256:aa"}
+    again = trust_text(after, "/h/.codex/hooks.json:user_prompt_submit:0:0", "sha256:bb")  # replaced in place
+    assert again.count("trusted_hash") == 1 and "sha256:bb" in again
+    with pytest.raises(InstallError, match="as text safely"):
+        trust_text('hooks = { state = {} }\n', "/k:user_prompt_submit:0:0", "sha256:aa")
+    with pytest.raises(InstallError, match="not valid TOML"):
+        trust_text("model = \n", "/k", "sha256:aa")
+
+
+def test_trust_is_refused_outside_codex(home: Path) -> None:
+    code, out = run(home, "--trust")
+    assert code == 2 and "--trust only applies" in out
+
+
+def test_opencode_plugin_install_is_idempotent_and_uninstall_deletes_only_ours(tmp_path: Path) -> None:
+    from pipeline.hook.opencode import plugin_command
+
+    plugin = tmp_path / ".config" / "opencode" / "plugins" / "volunteer-stream.js"
+    code, out = run(tmp_path, "--harness", "opencode", "--url", "http://127.0.0.1:7001")
+    assert code == 0 and plugin.exists()
+    command = "env VOLUNTEER_HOOK_URL=http://127.0.0.1:7001 /opt/venv/bin/volunteer hook user-prompt --harness opencode"
+    assert plugin_command(plugin.read_text()) == command == installed_command(plugin)
+    assert json.dumps(command) in plugin.read_text() and "chat.message" in plugin.read_text()
+    assert run(tmp_path, "--harness", "opencode", "--url", "http://127.0.0.1:7001")[1].count("already installed") == 1
+    code, _ = run(tmp_path, "--harness", "opencode", "--uninstall")
+    assert code == 0 and not plugin.exists()
+    plugin.write_text("export const Other = async () => ({})\n")  # someone else's file of that name
+    code, out = run(tmp_path, "--harness", "opencode")
+    assert code == 1 and "is not the volunteer-stream plugin" in out
+    assert plugin.read_text() == "export const Other = async () => ({})\n"
+    code, out = run(tmp_path, "--harness", "opencode", "--scope", "local")
+    assert code == 1 and "no local settings scope" in out

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.hook.codex_trust import config_path, our_hook, trust_without_codex
 from pipeline.hook.doctor import hook_channel_statuses, merge_into_channels
 from pipeline.hook.heartbeat import CallRecord, record_call
 
@@ -19,13 +20,20 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {"HOME": str(tmp_path / "home")}
 
 
-def install(env: dict[str, str], harness: str = "claude-code") -> None:
+def install(env: dict[str, str], harness: str = "claude-code", trusted: bool = True, url: str = "") -> Path:
+    """Our hook in the harness's user settings; for Codex also trusted (as Codex records it) by default."""
     home = Path(env["HOME"])
     path = home / (".claude/settings.json" if harness == "claude-code" else ".codex/hooks.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     suffix = "" if harness == "claude-code" else " --harness codex"
+    prefix = f"env VOLUNTEER_HOOK_URL={url} " if url else ""
     path.write_text(json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [
-        {"type": "command", "command": "/v/bin/volunteer hook user-prompt" + suffix}]}]}}))
+        {"type": "command", "command": prefix + "/v/bin/volunteer hook user-prompt" + suffix, "timeout": 5}]}]}}))
+    if harness == "codex" and trusted:
+        hook = our_hook(path)
+        assert hook is not None
+        trust_without_codex(hook, config_path(env))
+    return path
 
 
 def calls(state: Path, channel: str, *records: CallRecord, at: int = NOW) -> None:
@@ -98,3 +106,55 @@ def test_merged_into_the_channels_check(env: dict[str, str], tmp_path: Path) -> 
                                project_dir=tmp_path)[0] == "fail"
     assert merge_into_channels("ok", "x", "", {}, {}, state_dir=tmp_path / "none", project_dir=tmp_path,
                                env={"HOME": str(tmp_path / "empty")}) == ("ok", "x", "", {})
+
+
+def test_codex_untrusted_is_told_apart_and_the_fix_is_trust_not_restart(env: dict[str, str], tmp_path: Path) -> None:
+    install(env, "codex", trusted=False)
+    found = hook_channel_statuses({}, state_dir=tmp_path / "state", env=env, project_dir=tmp_path, now_ms=NOW)
+    (codex,) = found
+    assert codex.status == "warn" and "not trusted" in codex.detail and "never called" in codex.detail
+    assert "--trust" in codex.hint and "/hooks" in codex.hint and "restart your" not in codex.hint
+    assert codex.data["trust"] == {str(Path(env["HOME"]) / ".codex/hooks.json"): "untrusted"}
+
+
+def test_codex_modified_after_trust_and_disabled(env: dict[str, str], tmp_path: Path) -> None:
+    install(env, "codex")
+    install(env, "codex", trusted=False, url="http://127.0.0.1:7000")  # new command, old trust entry
+    (codex,) = hook_channel_statuses({}, state_dir=tmp_path / "state", env=env, project_dir=tmp_path, now_ms=NOW)
+    assert "changed since it was trusted" in codex.detail and "--trust" in codex.hint
+    install(env, "codex")
+    config = config_path(env)
+    config.write_text(config.read_text() + "enabled = false\n")
+    (codex,) = hook_channel_statuses({}, state_dir=tmp_path / "state", env=env, project_dir=tmp_path, now_ms=NOW)
+    assert "disabled" in codex.detail and "/hooks" in codex.hint
+
+
+def test_codex_trusted_but_never_called_then_called_but_quiet(env: dict[str, str], tmp_path: Path) -> None:
+    install(env, "codex")
+    state = tmp_path / "state"
+    (codex,) = hook_channel_statuses({}, state_dir=state, env=env, project_dir=tmp_path, now_ms=NOW)
+    assert codex.status == "warn" and "trusted" in codex.detail and "never called" in codex.detail
+    assert "new Codex session" in codex.hint and codex.data["trust"] == {str(Path(env["HOME"]) / ".codex/hooks.json"):
+                                                                         "trusted"}
+    calls(state, "codex", CallRecord("", "nothing", reason="no_worker"), CallRecord("", "nothing", reason="no_worker"))
+    (codex,) = hook_channel_statuses({}, state_dir=state, env=env, project_dir=tmp_path, now_ms=NOW)
+    assert "called 2 times" in codex.detail and "never delivered" in codex.detail and "no_worker x2" in codex.detail
+
+
+def test_unknown_events_skip_the_reconciliation(env: dict[str, str], tmp_path: Path) -> None:
+    install(env)
+    state = tmp_path / "state"
+    calls(state, "claude-code", CallRecord("", "ok", pages_printed=2, pages_reported=2))
+    (status, detail), = statuses(env, state, {}).values()
+    assert status == "warn" and "have no event row" in detail
+    (claude,) = hook_channel_statuses(None, state_dir=state, env=env, project_dir=state, now_ms=NOW)
+    assert claude.status == "ok" and "events not checked" in claude.detail and claude.data["events"] is None
+
+
+def test_opencode_plugin_installed_but_never_called(env: dict[str, str], tmp_path: Path) -> None:
+    from pipeline.hook.install import apply, plan, settings_path
+
+    path = settings_path("opencode", "user", env=env)
+    apply(plan(path, uninstall=False, command="/v/bin/volunteer hook user-prompt --harness opencode"))
+    (status, detail), = statuses(env, tmp_path / "state").values()
+    assert status == "warn" and f"opencode: hook installed ({path}) but never called" == detail

@@ -32,6 +32,13 @@ def brain() -> BrainIndex:
 
 @pytest.fixture
 def settings() -> Settings:
+    """Pages only (VOLUNTEER_REFLEX=off): the accounting tests below are about pages; the turn
+    context (pointers first) has its own tests at the end."""
+    return load_settings(broker="kafka://127.0.0.1:9092", reflex=False)
+
+
+@pytest.fixture
+def reflex_settings() -> Settings:
     return load_settings(broker="kafka://127.0.0.1:9092")
 
 
@@ -163,3 +170,79 @@ def test_bad_delivery_records_are_dead_lettered(brain: BrainIndex, settings: Set
     (letter,) = [orjson.loads(v) for _, v in out.dead]
     assert letter["error"] == code
     assert DeadLetter(**letter).original_value() == value
+
+
+# ----------------------------------------------------------------------------- turn context (reflex on)
+
+KITELINE, NORTHWIND, SAOIRSE, SWAMI = ("companies/kiteline", "companies/northwind-ventures",
+                                       "people/saoirse-byrne", "people/swaminathan-iyer")
+FIVE = "Alice Example, Saoirse Byrne, Swami, Kiteline and Northwind Ventures all met today."
+
+
+def test_a_harness_turn_proposes_pointers_then_pages(brain: BrainIndex, reflex_settings: Settings) -> None:
+    part = Partition(WindowProcessor(reflex_settings), brain)
+    out = part.run(part.append(turn(1, FIVE)))
+    (proposal,) = out.proposals
+    assert out.volunteered == []
+    assert len(proposal.pointers) == 3 and 1 <= len(proposal.pages) <= 2
+    slugs = {p.slug for p in proposal.pointers} | {p.slug for p in proposal.pages}
+    assert slugs == {ALICE, SAOIRSE, SWAMI, KITELINE, NORTHWIND}
+    for p in proposal.pointers:
+        assert p.rationale == f'{p.arm} match "{p.display}"' and p.confidence in (0.9, 0.8, 0.72, 0.6)
+    assert [k for k, _ in proposal.items()] == ["pointer"] * 3 + ["page"] * len(proposal.pages)
+    state = state_of(part).state
+    assert state.surfaced == {}  # proposals only
+    assert [p.slug for p in state.pointers[1]] == [p.slug for p in proposal.pointers]
+
+
+def test_delivered_pointers_are_published_as_pointers_with_the_reflex_rationale(
+        brain: BrainIndex, reflex_settings: Settings) -> None:
+    part = Partition(WindowProcessor(reflex_settings), brain)
+    (proposal,) = part.run(part.append(turn(1, FIVE))).proposals
+    pointer, page = proposal.pointers[0], proposal.pages[0]
+    events = volunteered(part.run(part.append(delivered(1, pointer.slug, page.slug))))
+    assert [(e.slug, e.kind) for e in events] == [(pointer.slug, "pointer"), (page.slug, "page")]
+    assert (events[0].rationale, events[0].confidence) == (pointer.rationale, pointer.confidence)
+    assert orjson.loads(events[0].to_json())["kind"] == "pointer" and "kind" not in orjson.loads(events[1].to_json())
+    # The next turn naming all five again proposes only the three that were not printed.
+    (again,) = part.run(part.append(turn(2, FIVE))).proposals
+    assert {p.slug for p in (*again.pointers, *again.pages)} == {ALICE, SAOIRSE, SWAMI, KITELINE, NORTHWIND} - {
+        pointer.slug, page.slug}
+
+
+def test_a_redelivered_harness_turn_proposes_the_same_items(brain: BrainIndex, reflex_settings: Settings) -> None:
+    part = Partition(WindowProcessor(reflex_settings), brain)
+    recs = part.append(turn(1, FIVE))
+    crashed = part.run(recs, save=False).proposals[0]
+    again = part.run(recs).proposals[0]
+    assert (again.pointers, again.pages) == (crashed.pointers, crashed.pages)
+    dup = part.run(part.append(turn(1, "same number, other words"))).proposals[0]
+    assert dup.duplicate and (dup.pointers, dup.pages) == (crashed.pointers, crashed.pages)
+
+
+def test_reflex_off_restores_pages_only(brain: BrainIndex, settings: Settings) -> None:
+    part = Partition(WindowProcessor(settings), brain)
+    (proposal,) = part.run(part.append(turn(1, FIVE))).proposals
+    assert proposal.pointers == () and len(proposal.pages) == 3
+
+
+def test_stream_turns_get_the_turn_context_only_when_asked(brain: BrainIndex) -> None:
+    plain = Partition(WindowProcessor(load_settings(broker="kafka://127.0.0.1:9092")), brain)
+    assert {e.kind for e in volunteered(plain.run(plain.append(turn(1, FIVE, channel="stream"))))} == {"page"}
+    asked = Partition(WindowProcessor(load_settings(broker="kafka://127.0.0.1:9092", reflex_stream=True)), brain)
+    events = volunteered(asked.run(asked.append(turn(1, FIVE, channel="stream"))))
+    assert [e.kind for e in events][:3] == ["pointer"] * 3 and len(events) == 5
+    assert state_of(asked).state.surfaced == dict.fromkeys([e.slug for e in events], 1)
+
+
+def test_a_redelivered_delivery_emits_the_same_pointer_events(brain: BrainIndex, reflex_settings: Settings) -> None:
+    part = Partition(WindowProcessor(reflex_settings), brain)
+    (proposal,) = part.run(part.append(turn(1, FIVE))).proposals
+    slugs = [p.slug for p in (*proposal.pointers, *proposal.pages)]
+    recs = part.append(delivered(1, *slugs), turn(2, FIVE))
+    crashed = part.run(recs, save=False)  # published, then died before saving
+    again = part.run(recs)
+    assert [(e.event_id, e.kind) for e in volunteered(again)] == [(e.event_id, e.kind) for e in volunteered(crashed)]
+    assert [e.kind for e in volunteered(again)] == ["pointer"] * 3 + ["page"] * len(proposal.pages)
+    assert (again.proposals[0].pointers, again.proposals[0].pages) == ((), ())  # all given at turn 1
+    assert part.run(recs).volunteered == []

@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -118,3 +119,12 @@ def test_config_from_env_falls_back_on_bad_values(tmp_path: Path) -> None:
                                           "VOLUNTEER_HOOK_URL": "http://h:1/", "VOLUNTEER_SOURCE": "work"})
     assert (Path(codex.transcript_root), codex.url, codex.source_id) == (tmp_path / "cx" / "sessions", "http://h:1",
                                                                          "work")
+
+
+def test_a_skipped_warm_up_is_counted_apart_from_the_outcome() -> None:
+    data: dict[str, Any] = {"channels": {}}
+    apply_call(data, CallRecord("codex", "ok", "transcript_symlink", 2, 2, 5.0, warmup="transcript_symlink"), 1_000)
+    apply_call(data, CallRecord("codex", "nothing", None, warmup=None), 2_000)
+    ch = data["channels"]["codex"]
+    assert ch["warmup_skipped"] == {"transcript_symlink": 1}
+    assert ch["last_warmup_skipped"] is None and ch["printed_calls"] == 1

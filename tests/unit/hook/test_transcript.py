@@ -87,6 +87,41 @@ def test_codex_lines_keep_typed_prompts_and_replies() -> None:
     assert parse_codex_line({"type": "session_meta", "payload": {"id": "x"}}) is None
 
 
+def codex_0169_user(*texts: str) -> dict[str, Any]:
+    return {"timestamp": "2026-11-30T10:00:00.000Z", "type": "event_msg",
+            "payload": {"type": "item_completed", "thread_id": "t", "turn_id": "u",
+                        "item": {"type": "UserMessage", "id": "i",
+                                 "content": [{"type": "text", "text": t} for t in texts]}}}
+
+
+def test_codex_0169_user_messages_are_read() -> None:
+    assert parse_codex_line(codex_0169_user("Ask Alice Example")) == ("user", "Ask Alice Example")
+    assert parse_codex_line(codex_0169_user("two", "parts")) == ("user", "two\nparts")
+    assert parse_codex_line(codex_0169_user("  ")) is None
+    other = codex_0169_user("x")
+    other["payload"]["item"]["type"] = "AgentMessage"
+    assert parse_codex_line(other) is None  # only the user's words come from item_completed
+    bad = codex_0169_user("x")
+    bad["payload"]["item"] = "not an item"
+    assert parse_codex_line(bad) is None
+    started = codex_0169_user("x")
+    started["payload"]["type"] = "item_started"
+    assert parse_codex_line(started) is None
+
+
+def test_a_codex_0169_session_file_reads_as_conversation(root: Path) -> None:
+    reply = {"type": "response_item", "payload": {"type": "message", "role": "assistant",
+                                                  "content": [{"type": "output_text", "text": "She agreed."}]}}
+    injected = {"type": "response_item", "payload": {"type": "message", "role": "developer",
+                                                     "content": [{"type": "input_text", "text": "<ctx>"}]}}
+    lines = [{"type": "session_meta", "payload": {"id": "s"}}, codex_0169_user("Ask Alice Example"), injected,
+             reply, {"type": "event_msg", "payload": {"type": "user_message", "message": "older format"}}]
+    path = root / "app" / "rollout.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    assert read_new(path, None, None, "codex").turns == [
+        ("user", "Ask Alice Example"), ("assistant", "She agreed."), ("user", "older format")]
+
+
 def test_reads_continue_where_the_last_one_stopped(root: Path) -> None:
     path = root / "app" / "s.jsonl"
     path.write_bytes(claude("user", "one") + claude("assistant", "two") + claude("assistant", [
