@@ -17,7 +17,7 @@ from pipeline.core.normalize import JS_WHITESPACE
 from pipeline.core.resolve import RESOLVER_POOL, could_resolve, resolve_with_index
 from pipeline.core.tally import DecisionTally
 from pipeline.core.types import VolunteeredPage
-from pipeline.core.window import merge_window, parse_window
+from pipeline.core.window import merge_window, merged_count, parse_window
 
 WINDOW_REQUIRED = "window is required unless stats: true"
 
@@ -59,8 +59,10 @@ def decide(
         return []
     if resolvable is None:
         resolvable = could_resolve(turns, brain)
-    if tally is None and not resolvable:
-        return []  # what the merge and the resolver would conclude, without running them
+    if not resolvable:  # what the merge and the resolver would conclude, without running them
+        if tally is not None:
+            tally.record(merged_count(turns), (), exclude_slugs, ())
+        return []
     candidates = merge_window(turns)
     if not candidates:
         if tally is not None:

@@ -238,7 +238,7 @@ def step(
             collapse_display=options.collapse_display, tally=tally,
         )
         pointers, pages = context.pointers, context.pages
-    elif live or tally is not None:
+    elif live or tally is not None:  # with a tally, decide counts the window's candidates
         pages = decide(
             window,
             brain,

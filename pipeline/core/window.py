@@ -145,6 +145,22 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> list[Windo
     return out
 
 
+def merged_count(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> int:
+    """``len(merge_window(turns))`` without merging: distinct norms, strong if any sighting is
+    strong, each kind capped. For the metrics of windows that skip the merge."""
+    kinds: dict[str, bool] = {}  # norm -> weak so far
+    for _role, cands in turns:
+        for _display, _query, norm, weak in cands:
+            if not weak:
+                kinds[norm] = False
+            elif norm not in kinds:
+                kinds[norm] = True
+    weak_n = sum(kinds.values())
+    strong_n = len(kinds) - weak_n
+    return (strong_n if strong_n < MAX_CANDIDATES else MAX_CANDIDATES) + (
+        weak_n if weak_n < MAX_WEAK_CANDIDATES else MAX_WEAK_CANDIDATES)
+
+
 def extract_window(turns: Sequence[tuple[str, str]]) -> list[WindowCandidate]:
     """From scratch: extract every turn, then merge (what the op does; the stream caches per turn)."""
     return merge_window([(role, extract_candidates(text)) for role, text in turns])
