@@ -7,8 +7,8 @@ first import of a core module, so a process that never uses the core (the harnes
 nothing but the finder's prefix check. It keeps the plain modules when
 
 - ``VOLUNTEER_PURE_CORE=1`` is set (how the suite runs the conformance tests on both builds), or
-- the compiled build is not complete and current: a source edited after the build (newer than the
-  build's stamp), or a module missing its extension. A stale build must never answer for a source
+- the compiled build is not complete and current: a source that differs from what the build was
+  made from (the stamp holds a checksum of the sources), or a module missing its extension. A stale build must never answer for a source
   it was not built from.
 
 Both builds give identical results (``tests/unit/core/test_builds.py``); :func:`core_build` says
@@ -37,22 +37,40 @@ def _extension_suffixes() -> list[str]:
     return list(_imp.extension_suffixes())
 
 
+def core_sources() -> list[str]:
+    """The compiled modules' sources: every ``.py`` of the core but the package's ``__init__``."""
+    return sorted(n for n in os.listdir(CORE_DIR) if n.endswith(".py") and n != "__init__.py")
+
+
+def fingerprint() -> str:
+    """What a compiled build was made from: the interpreter and every source's name and bytes.
+
+    CRC-32 over ~150 KB takes well under a millisecond (and zlib, unlike hashlib, no OpenSSL); it
+    only has to notice edits, not resist forgery. ``scripts/build_core.py`` writes it to the stamp.
+    """
+    import zlib
+
+    crc = zlib.crc32(sys.version.encode())
+    for name in core_sources():
+        with open(os.path.join(CORE_DIR, name), "rb") as fh:
+            crc = zlib.crc32(fh.read(), zlib.crc32(name.encode(), crc))
+    return f"{crc:08x}"
+
+
 def _compiled_state() -> str | None:
     """``None`` when a complete, current compiled build is there; else why the plain modules run."""
     suffix = _extension_suffixes()[0]
     try:
-        stamp_mtime = os.stat(os.path.join(CORE_DIR, STAMP_NAME)).st_mtime
-    except OSError:
+        with open(os.path.join(CORE_DIR, STAMP_NAME), encoding="ascii") as fh:
+            stamp = fh.read().strip()
+    except (OSError, ValueError):
         return "not compiled (no C compiler at set-up, or scripts/build_core.py not run)"
-    with os.scandir(CORE_DIR) as entries:
-        names = {e.name: e for e in entries}
-    for name, entry in names.items():
-        if not name.endswith(".py") or name == "__init__.py":
-            continue
-        if name[:-3] + suffix not in names:
+    present = set(os.listdir(CORE_DIR))
+    for name in core_sources():
+        if name[:-3] + suffix not in present:
             return f"compiled build incomplete ({name} has no extension): run ./scripts/setup"
-        if entry.stat().st_mtime > stamp_mtime:
-            return f"compiled build is stale ({name} changed since): run ./scripts/setup"
+    if stamp != fingerprint():
+        return "compiled build is stale (a core source changed since): run ./scripts/setup"
     return None
 
 

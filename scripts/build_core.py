@@ -13,7 +13,6 @@ half-built core is never imported.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
@@ -22,9 +21,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 CORE = ROOT / "pipeline" / "core"
 GROUP = "pipeline.core.compiled"  # the shared library lives in the package: pipeline/core/compiled__mypyc.*.so
-STAMP = CORE / ".compiled-sources"  # pipeline.corebuild compares its mtime with the sources
+STAMP = CORE / ".compiled-sources"  # the sources' checksum; pipeline.corebuild compares it at import
 
 
 def sources() -> list[Path]:
@@ -33,11 +33,9 @@ def sources() -> list[Path]:
 
 
 def fingerprint() -> str:
-    digest = hashlib.sha1(sys.version.encode())
-    for path in sources():
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    from pipeline.corebuild import fingerprint as of_sources  # one definition, read at import time too
+
+    return of_sources()
 
 
 def built_files() -> list[Path]:
@@ -85,7 +83,6 @@ def main() -> int:
         return 0
     want = fingerprint()
     if STAMP.exists() and STAMP.read_text().strip() == want and len(built_files()) == len(sources()) + 1:
-        STAMP.write_text(want + "\n")  # sources only touched (a checkout): the build is current again
         return 0
     clean()
     if shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc") is None:
