@@ -13,6 +13,8 @@ half-built core is never imported.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import sys
@@ -59,13 +61,14 @@ def build() -> bool:
     try:
         modules = [str(p.relative_to(ROOT)) for p in sources()]
         # A bare Distribution: setup() would read the project's pyproject.toml, which is not this build.
-        dist = Distribution({
-            "name": "pipeline-core-compiled",
-            "ext_modules": mypycify(["--ignore-missing-imports", *modules], opt_level="3", group_name=GROUP),
-        })
-        dist.script_args = ["-q", "build_ext", "--inplace", "--build-temp", tmp, "--build-lib", tmp]
-        dist.parse_command_line()
-        dist.run_commands()
+        with contextlib.redirect_stdout(io.StringIO()):  # mypyc's notes ("treating ... as list")
+            dist = Distribution({
+                "name": "pipeline-core-compiled",
+                "ext_modules": mypycify(["--ignore-missing-imports", *modules], opt_level="3", group_name=GROUP),
+            })
+            dist.script_args = ["-q", "build_ext", "--inplace", "--build-temp", tmp, "--build-lib", tmp]
+            dist.parse_command_line()
+            dist.run_commands()
     finally:
         os.chdir(cwd)
         shutil.rmtree(tmp, ignore_errors=True)
