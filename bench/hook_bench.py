@@ -98,13 +98,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_worker(broker: str, database: str, data: Path, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_worker(broker: str, database: str, data: Path, log_path: Path,
+                 state: Path) -> tuple[subprocess.Popen[bytes], str]:
     from pipeline.agents.answers import HOOK_ENDPOINT_MARK
     from pipeline.agents.wiring import READY_MARK
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
     env.update({"VOLUNTEER_BROKER": broker, "VOLUNTEER_DATABASE_URL": database, "VOLUNTEER_DATA_DIR": str(data),
-                "VOLUNTEER_APP_ID": "hook-bench", "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1"})
+                "VOLUNTEER_APP_ID": "hook-bench", "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1",
+                "VOLUNTEER_STATE_DIR": str(state)})  # the credential and the registry, shared with the hooks
     with log_path.open("wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "pipeline", "worker", "--brain",
                                  str(ROOT / "pipeline" / "samples" / "brain"), "--web-port", str(free_port())],
@@ -119,6 +121,24 @@ def start_worker(broker: str, database: str, data: Path, log_path: Path) -> tupl
         if proc.poll() is not None or time.monotonic() > deadline:
             raise SystemExit("worker did not start:\n" + text[-3000:])
         time.sleep(0.05)
+
+
+def credential_cost(token: str, rounds: int = 2000) -> list[float]:
+    """Microseconds of the hook's share of the credential per call: sign the hello and the turns
+    request, check both proofs (four HMAC-SHA256 over the bodies), in this process."""
+    from pipeline.hook.credential import answer_is_proven, answer_proof, new_nonce, sign_request
+
+    body = orjson.dumps({"session_id": "s", "turns": [{"role": "user", "text": PROMPTS[0] * 20, "turn": 1}]})
+    answer = b'{"status":"ok","pages":[' + b'{"slug":"people/alice-example"},' * 3 + b"]}"
+    costs = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for data in (b"{}", body):
+            mac = sign_request(token, "POST", "/volunteer/hook/turns", data, 1, new_nonce()).rsplit(".", 1)[1]
+            proof = answer_proof(token, mac, 200, answer)
+            assert answer_is_proven(token, mac, 200, answer, proof)
+        costs.append((time.perf_counter() - start) * 1e6)
+    return costs
 
 
 def silent_server() -> tuple[socket.socket, int]:
@@ -143,7 +163,8 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=200, help="hook calls measured (default 200)")
     parser.add_argument("--sessions", type=int, default=40, help="sessions they are spread over (default 40)")
     parser.add_argument("--warmup", type=int, default=10, help="calls before measuring (default 10)")
-    parser.add_argument("--url", default=None, help="use this worker instead of starting one")
+    parser.add_argument("--url", default=None, help="use this worker instead of starting one (your state directory's "
+                                                    "credential, or VOLUNTEER_HOOK_TOKEN)")
     args = parser.parse_args()
 
     volunteer = shutil.which("volunteer", path=str(Path(sys.executable).parent)) or shutil.which("volunteer")
@@ -158,12 +179,18 @@ def main() -> None:
 
             services = EmbeddedServices().start()
             worker, url = start_worker(services.broker_url, services.database_url, tmp / "data",
-                                       tmp / "worker.log")
+                                       tmp / "worker.log", tmp / "volunteer-state")
         home = tmp / "home"
         projects = home / ".claude" / "projects" / "bench"
         projects.mkdir(parents=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_") or k == "VOLUNTEER_HOOK_TOKEN"}
         env.update({"HOME": str(home), "VOLUNTEER_HOOK_URL": url, "VOLUNTEER_HOOK_STATE_DIR": str(tmp / "state")})
+        if args.url is None:
+            env["VOLUNTEER_STATE_DIR"] = str(tmp / "volunteer-state")
+        else:
+            from pipeline.hook.credential import state_base
+
+            env["VOLUNTEER_STATE_DIR"] = state_base(os.environ)
 
         def payload(i: int, prefix: str) -> bytes:
             sid = f"{prefix}-{i % args.sessions}"
@@ -194,15 +221,23 @@ def main() -> None:
             printed += bool(out)
         beat = orjson.loads((tmp / "state" / "heartbeat.json").read_bytes())["channels"]["claude-code"]
         outcomes = Counter(r[3] or r[2] for r in beat["recent"])
+        discovered: list[float] = []  # no VOLUNTEER_HOOK_URL: the worker comes from the registry
+        if args.url is None:
+            registry_env = {k: v for k, v in env.items() if k != "VOLUNTEER_HOOK_URL"}
+            registry_env["VOLUNTEER_APP_ID"] = "hook-bench"
+            discovered = [run_once(command, payload(i, "found"), registry_env)[0] for i in range(50)]
 
-        from pipeline.hook.http import post_json
+        from pipeline.hook.credential import load_token
+        from pipeline.hook.http import Transport, post_json
 
+        transport = Transport(load_token(env, create=False))
+        credential_us = credential_cost(transport.token or "")
         round_trips = []
         for i in range(100):
             body = {"session_id": f"rt-{i}", "channel": "claude-code", "wait_turn": 1, "wait_ms": 5000,
                     "turns": [{"role": "user", "text": PROMPTS[i % len(PROMPTS)], "turn": 1}]}
             start = time.perf_counter()
-            assert post_json(url, "/volunteer/hook/turns", body, 10)["status"] == "ok"
+            assert post_json(url, "/volunteer/hook/turns", body, 10, transport)["status"] == "ok"
             round_trips.append((time.perf_counter() - start) * 1000)
 
         sock, port = silent_server()
@@ -217,6 +252,10 @@ def main() -> None:
         print(summary("hook: CPU time per call", cpu))
         print(summary("hook, worker never answers: exit", stuck))
         print(summary("worker alone: POST -> answer", round_trips))
+        if discovered:
+            print(summary("hook via the registry: -> output", discovered))
+        print(f"{'credential, hook side (in-process)':<34} n={len(credential_us):<4} median "
+              f"{statistics.median(credential_us):6.1f} us   p99 {pct(credential_us, 99):6.1f} us")
         print(f"{printed} of {args.prompts} calls printed pages; outcomes of the last {len(beat['recent'])}: "
               f"{dict(outcomes)}; load average now {os.getloadavg()[0]:.2f}")
     finally:

@@ -8,8 +8,11 @@
    is started. Time from start to "ready" (recovery included) and its resident memory are compared
    with a worker started the same way on an empty table; the difference is the cost of the N
    sessions. The worker's ready line says how many sessions it recovered.
+3. Sealing: µs to encode and decode each conformance session's table value, plain and sealed with
+   AES-256-GCM (pipeline/agents/statecrypt.py), the per-turn cost of keeping the changelog private.
 
     .venv/bin/python -m bench.state_bench [--sessions 100000]
+    .venv/bin/python -m bench.state_bench --seal-only      # part 3 alone, a few seconds
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from bench.common import load_note, loadavg, rss_bytes
 from bench.core_bench import CONFORMANCE, Session, conformance_sessions, synthetic_brain, synthetic_sessions
 from bench.pipeline_bench import Workers, settings_for
 from pipeline.agents.state import SessionRecord
+from pipeline.agents.statecrypt import StateCipher, new_key_text, parse_key
 from pipeline.braindir import load_brain_dir
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import SessionState, step
@@ -78,6 +82,51 @@ def decoded_size(values: list[bytes]) -> float:
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     return (after - before) / max(1, len(kept))
+
+
+@dataclass(frozen=True)
+class SealCost:
+    """Mean µs per table value: encode and decode, plain and sealed."""
+
+    encode_plain_us: float
+    encode_sealed_us: float
+    decode_plain_us: float
+    decode_sealed_us: float
+    value_bytes_mean: float
+
+
+def seal_cost(values: list[bytes], rounds: int = 20) -> SealCost:
+    """Encode and decode every value ``rounds`` times each way (the best of three runs per figure)."""
+    cipher = StateCipher(parse_key(new_key_text()))
+    records = [SessionRecord.from_bytes(v) for v in values]
+    keys = [f"seal-session-{i}".encode() for i in range(len(records))]
+    sealed = [r.to_bytes(cipher, k) for r, k in zip(records, keys, strict=True)]
+    count = rounds * len(records)
+
+    def best(run: object) -> float:
+        assert callable(run)
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            for _ in range(rounds):
+                run()
+            times.append(time.perf_counter() - started)
+        return min(times) / count * 1e6
+
+    return SealCost(
+        encode_plain_us=best(lambda: [r.to_bytes() for r in records]),
+        encode_sealed_us=best(lambda: [r.to_bytes(cipher, k) for r, k in zip(records, keys, strict=True)]),
+        decode_plain_us=best(lambda: [SessionRecord.from_bytes(v) for v in values]),
+        decode_sealed_us=best(lambda: [SessionRecord.from_bytes(v, cipher, k)
+                                       for v, k in zip(sealed, keys, strict=True)]),
+        value_bytes_mean=statistics.mean(len(v) for v in sealed),
+    )
+
+
+def print_seal_cost(c: SealCost) -> None:
+    print(f"sealing (AES-256-GCM) per table value of {c.value_bytes_mean:.0f} B: encode {c.encode_plain_us:.1f} -> "
+          f"{c.encode_sealed_us:.1f} µs, decode {c.decode_plain_us:.1f} -> {c.decode_sealed_us:.1f} µs  "
+          f"[{load_note()}]")
 
 
 async def fill_changelog(settings: Settings, topic: str, partitions: int, values: list[bytes], total: int) -> int:
@@ -155,8 +204,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--seal-only", action="store_true", help="Only the sealing cost (part 3).")
     args = parser.parse_args()
     print(f"state bench: {load_note()}")
+    print_seal_cost(seal_cost(final_records(conformance_sessions(), load_brain_dir(CONFORMANCE / "brain"))))
+    if args.seal_only:
+        return
     with tempfile.TemporaryDirectory(prefix="state-bench-") as tmp, EmbeddedBroker() as broker, \
             EmbeddedPostgres() as pg:
         migrate(pg.url)

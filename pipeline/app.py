@@ -17,11 +17,12 @@ from typing import Any
 
 import faust
 
-from pipeline.agents import fastdrain, recovery_order
+from pipeline.agents import edge, fastdrain, recovery_order
 from pipeline.agents.answers import AnswerBoard, register_views
 from pipeline.agents.brain import BrainHolder
 from pipeline.agents.sink import EventWriter
 from pipeline.agents.state import SessionTable
+from pipeline.agents.statecrypt import StateCipher, cipher_from
 from pipeline.agents.window import WindowProcessor, decision_options
 from pipeline.core.session import DecisionOptions
 from pipeline.embedded import tansu_quirks
@@ -60,8 +61,11 @@ class StreamApp:
     """One worker's Faust app and everything its agents share."""
 
     def __init__(self, settings: Settings, brain: BrainHolder, *, options: DecisionOptions | None = None,
-                 partitions: int | None = None, web_enabled: bool = False, web_port: int | None = None) -> None:
+                 partitions: int | None = None, web_enabled: bool = False, web_port: int | None = None,
+                 state_cipher: StateCipher | None = None) -> None:
         self.settings = settings
+        # the session table's values are sealed (agents/statecrypt.py); raises StateKeyError
+        self.cipher = state_cipher or cipher_from(settings.state_key, settings.state_key_file)
         self.brain = brain
         self.options = options if options is not None else decision_options(settings)
         self.partitions = partitions or settings.topic_partitions
@@ -84,13 +88,23 @@ class StreamApp:
             "consumer_auto_offset_reset": "earliest",
             "processing_guarantee": "at_least_once",
             "web_enabled": web_enabled,
-            "web_bind": "127.0.0.1",
-            "web_host": "127.0.0.1",
+            "web_bind": settings.web_host,
+            "web_host": settings.web_host,
             "producer_linger_ms": 1,
             "timezone": UTC,
         }
-        if web_enabled:
-            conf["web_port"] = tansu_quirks.web_port_for(settings, web_port)
+        self.token = ""
+        self.advertised_url = ""
+        self.guard: edge.EdgeGuard | None = None
+        self.forward_ssl: Any = None
+        self.registration: edge.Registration | None = None  # set by register_views
+        if web_enabled:  # the agent edge (agents/edge.py): port, address, TLS, credential, checks
+            port = edge.choose_web_port(settings, web_port)
+            self.token = edge.worker_token(settings)
+            self.guard = edge.EdgeGuard(self.token, loopback=edge.binds_loopback(settings.web_host))
+            self.advertised_url = edge.advertised_url(settings, port)
+            self.forward_ssl = edge.client_ssl_context(settings) if settings.web_tls_cafile else None
+            conf.update(edge.faust_web_settings(settings, port, self.guard))
         credentials = faust_credentials(settings)
         if credentials is not None:
             conf["broker_credentials"] = credentials
@@ -109,7 +123,7 @@ class StreamApp:
                                   partitions=self.partitions, beacon=self.app.tables.beacon,
                                   help="Per-session window state (header + SessionState bytes).")
         self.app.tables.add(self.table)
-        self.processor = WindowProcessor(settings, self.options)
+        self.processor = WindowProcessor(settings, self.options, cipher=self.cipher)
         self.writer = EventWriter(settings.database_url, settings.topic_volunteered)
         self.answers = AnswerBoard()  # pages proposed to waiting hooks (agents/answers.py)
         self.metrics = WorkerMetrics()  # served by run_worker when VOLUNTEER_METRICS_PORT is set

@@ -4,11 +4,15 @@
 position among the pages, which is the insertion order arm-2 results follow). ``DIR/aliases.jsonl``,
 when present, is the alias table exactly as given; when absent, aliases come from each page's
 ``frontmatter.aliases`` (or, failing that, its top-level ``aliases``). A bad line is reported with
-its file and line number; nothing is silently skipped.
+its file and line number; nothing is silently skipped. A page that
+:func:`pipeline.pagecheck.page_problem` refuses (a slug that could forge the context block, an
+oversize title or body) is left out with a one-line refusal naming its file, line and slug; the
+other pages load.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,9 @@ import orjson
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.pages import AliasRow, Page
+from pipeline.pagecheck import page_problem, refusal
+
+log = logging.getLogger(__name__)
 
 PAGES_FILE = "pages.jsonl"
 ALIASES_FILE = "aliases.jsonl"
@@ -85,8 +92,12 @@ def _page(position: int, lineno: int, obj: dict[str, Any], path: Path) -> Page:
     )
 
 
-def iter_brain_dir(path: str | Path) -> tuple[list[Page], list[AliasRow] | None]:
-    """Pages in file order, and the alias rows of ``aliases.jsonl`` (``None`` when there is none)."""
+def iter_brain_dir(path: str | Path, refused: list[str] | None = None) -> tuple[list[Page], list[AliasRow] | None]:
+    """Pages in file order, and the alias rows of ``aliases.jsonl`` (``None`` when there is none).
+
+    Refused pages are left out; their one-line reasons go to ``refused`` (logged as warnings when
+    no list is given).
+    """
     root = Path(path)
     pages_path = root / PAGES_FILE
     if not root.is_dir():
@@ -98,6 +109,14 @@ def iter_brain_dir(path: str | Path) -> tuple[list[Page], list[AliasRow] | None]
     first_line_of_key: dict[tuple[str, str], int] = {}
     for position, (lineno, obj) in enumerate(_lines(pages_path), start=1):
         page = _page(position, lineno, obj, pages_path)
+        problem = page_problem(page)
+        if problem is not None:
+            line = refusal(f"{pages_path}:{lineno} {page.slug}", problem)
+            if refused is None:
+                log.warning("%s", line)
+            else:
+                refused.append(line)
+            continue
         if page.id in first_line_of_id:
             raise BrainDirError(f"{pages_path}:{lineno}: page id {page.id} already used on line {first_line_of_id[page.id]}")
         key = (page.source_id, page.slug)

@@ -20,6 +20,7 @@ import psycopg
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from pipeline.embedded import tansu_quirks
+from pipeline.masking import mask
 from pipeline.settings import Settings
 from sinks.db import redact
 from topics.clients import make_admin, make_consumer
@@ -38,6 +39,10 @@ class Check:
     detail: str
     hint: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # details quote libpq and broker errors, which can echo a password back
+        self.detail, self.hint = mask(self.detail), mask(self.hint)
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.name, "status": self.status, "detail": self.detail, "hint": self.hint,

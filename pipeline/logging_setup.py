@@ -23,6 +23,8 @@ import orjson
 import structlog
 from structlog.typing import EventDict, Processor
 
+from pipeline.masking import mask, process_secrets
+
 FORMATS = ("auto", "json", "console")
 LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -88,8 +90,25 @@ def _ordered(_: Any, __: str, event_dict: EventDict) -> EventDict:
     return head
 
 
+class MaskingFormatter(logging.Formatter):
+    """Another formatter's lines with passwords masked: a libpq error quoted in any log line
+    (the worker's, Faust's, aiokafka's) never carries the database password."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self._inner = inner
+        self._secrets = process_secrets()
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask(self._inner.format(record), self._secrets)
+
+
 def make_formatter(fmt: str, *, colors: bool = False) -> logging.Formatter:
-    """The formatter for ``json`` or ``console`` (already resolved)."""
+    """The formatter for ``json`` or ``console`` (already resolved), passwords masked."""
+    return MaskingFormatter(_make_formatter(fmt, colors=colors))
+
+
+def _make_formatter(fmt: str, *, colors: bool = False) -> logging.Formatter:
     if fmt == "json":
         final: list[Processor] = [
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,

@@ -7,10 +7,12 @@ reference does, so settings tuned on gbrain carry over unchanged.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+MAX_PORT = 65535
 
 EMBEDDED_BROKER_SCHEME = "tansu"
 """A broker URL with this scheme names the embedded Tansu broker (``tansu://127.0.0.1:PORT``).
@@ -47,8 +49,9 @@ class Settings(BaseSettings):
     min_confidence: float | None = Field(None, description="Gate; outside [0, 1] or missing means 0.7.")
     source: str = Field("default", description="Brain source id turns resolve against unless they name one.")
     lexical_arms: bool = Field(True, description="Weak-alias, surname and CJK arms (gbrain's kill switch).")
-    exclude_slug_prefixes: list[str] = Field(
-        default_factory=list, description="Slugs starting with any of these are never volunteered."
+    exclude_slug_prefixes: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Slugs starting with any of these are never volunteered (comma-separated, or a JSON list).",
     )
     channel: str = Field("stream", description="Channel logged for turns that do not name one.")
     reflex: bool = Field(
@@ -83,13 +86,49 @@ class Settings(BaseSettings):
     purge_retention_days: float = Field(90, gt=0, description="Events older than this are purged.")
     purge_cron: str = Field("17 3 * * *", description="Crontab (UTC) of the leader-only purge task.")
     purge_batch_size: int = Field(5000, ge=1, description="Rows deleted per purge statement.")
-    web_port: int = Field(6066, ge=0, description="Faust web port (0 = pick a free one).")
-    metrics_port: int = Field(9464, ge=0, description="Prometheus metrics port (0 = off).")
+    web_port: int = Field(
+        6066, ge=0, le=MAX_PORT,
+        description="Port of the worker's web server, the hooks' endpoint (0 = any free one). A port that is "
+                    "taken is a start-up error; hooks find the port in use through the worker registry.")
+    web_host: str = Field(
+        "127.0.0.1", description="Address the worker's web server binds (0.0.0.0 or a host address for "
+                                 "workers on other hosts; then set a credential and TLS, docs/hooks.md).")
+    web_advertised_url: str | None = Field(
+        None, description="URL other workers and the hooks use to reach this one (registry and group "
+                          "metadata); default http(s)://<web_host>:<port>, the host name when bound to all "
+                          "addresses.")
+    web_tls_certfile: str | None = Field(None, description="Certificate (PEM) the web server presents: "
+                                                            "turns on HTTPS.")
+    web_tls_keyfile: str | None = Field(None, description="Private key of web_tls_certfile.")
+    web_tls_cafile: str | None = Field(
+        None, description="CA bundle that verifies other workers' HTTPS when forwarding (and the hook's).")
+    state_dir: str | None = Field(
+        None, description="Per-user state: the hook credential, the worker registry, the hooks' state "
+                          "(default $XDG_STATE_HOME/volunteer or ~/.local/state/volunteer).")
+    hook_token: str | None = Field(
+        None, repr=False, description="Shared secret of hooks and workers (at least 32 characters); default: "
+                                      "the 0600 file <state_dir>/hook-token, created when missing.")
+    metrics_port: int = Field(9464, ge=0, le=MAX_PORT, description="Prometheus metrics port (0 = off).")
     metrics_host: str = Field(
         "127.0.0.1", description="Address the metrics endpoint listens on (0.0.0.0 in a container)."
     )
+    state_key: str | None = Field(
+        None,
+        description="AES-256 key (base64 of 32 bytes) sealing the session table's values; every worker of one app "
+                    "id needs the same key. Unset: the key file.")
+    state_key_file: str | None = Field(
+        None,
+        description="File holding the state key, created 0600 when absent (default "
+                    "~/.local/state/volunteer/state.key; workers on one host share it).")
+    state_seal: bool = Field(
+        True,
+        description="Write sealed (version 2) session values. Off: plain version-1 values, readable by releases "
+                    "from before sealing; only while rolling an upgrade from such a release (docs/operations.md).")
     log_format: str = Field("auto", description="auto | json | console.")
     log_level: str = Field("INFO", description="Log level.")
+    ready_max_lag: int = Field(
+        10_000, ge=0,
+        description="Readiness (/readyz): at most this many records behind on the partitions a worker owns.")
 
     # --- security (passed through to aiokafka / libpq) ------------------------------------
     kafka_security_protocol: str = Field("PLAINTEXT", description="PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL.")
@@ -100,10 +139,45 @@ class Settings(BaseSettings):
     kafka_sasl_username: str | None = Field(None, description="SASL user name.")
     kafka_sasl_password: str | None = Field(None, description="SASL password.")
 
+    @field_validator("exclude_slug_prefixes", mode="before")
+    @classmethod
+    def _split_list(cls, value: Any) -> Any:
+        """``a/,b/`` or ``["a/", "b/"]`` from the environment; a list from code passes through."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            import json
+
+            try:
+                return json.loads(text)
+            except ValueError:
+                raise ValueError("not a JSON list; use a comma-separated list or [\"a\", \"b\"]") from None
+        return [part.strip() for part in text.split(",") if part.strip()]
+
+    @field_validator("purge_cron")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        """Checked here, at start-up, so a bad crontab stops the worker before it joins the group."""
+        from croniter import croniter
+
+        if not croniter.is_valid(value):
+            raise ValueError(f"{value!r} is not a crontab expression (five fields, e.g. '17 3 * * *')")
+        return value
+
     def with_overrides(self, **overrides: Any) -> Settings:
-        """A copy with the given (non-None) values replaced: how CLI flags win over env and defaults."""
+        """A copy with the given (non-None) values replaced: how CLI flags win over env and defaults.
+
+        The copy is validated like the environment is, so ``sink_batch_size=0`` from code or a
+        flag is refused the same way ``VOLUNTEER_SINK_BATCH_SIZE=0`` is.
+        """
         values = {k: v for k, v in overrides.items() if v is not None}
-        return self.model_copy(update=values)
+        if not values:
+            return self
+        unknown = sorted(set(values) - set(type(self).model_fields))
+        if unknown:
+            raise TypeError(f"unknown setting(s): {', '.join(unknown)}")
+        return type(self).model_validate({**self.model_dump(), **values})
 
     @property
     def broker_is_embedded(self) -> bool:

@@ -16,6 +16,7 @@ from typing import NoReturn
 import psycopg
 
 from pipeline.agents.brain import BrainHolder, BrainLoadError
+from pipeline.agents.statecrypt import StateKeyError, cipher_from
 from pipeline.app import StreamApp
 from pipeline.core.session import DecisionOptions
 from pipeline.settings import Settings
@@ -115,12 +116,21 @@ def build_worker(settings: Settings, *, brain_dir: str | Path | None = None, opt
                  web_enabled: bool = False, web_port: int | None = None) -> StreamApp:
     """All pre-flight checks, then the app (not started; its metrics endpoint already answers)."""
     setup_logging(settings)
+    try:
+        cipher = cipher_from(settings.state_key, settings.state_key_file)
+    except StateKeyError as exc:
+        raise WorkerSetupError(str(exc)) from None
     check_database(settings)
     partitions = prepare_topics(settings)
     brain = load_worker_brain(settings, brain_dir)
     gc.freeze()  # the brain (and the imported code) lives as long as the worker: keep it out of full collections
-    stream_app = StreamApp(settings, brain, options=options, partitions=partitions, web_enabled=web_enabled,
-                           web_port=web_port)
+    from pipeline.agents.edge import EdgeSetupError
+
+    try:
+        stream_app = StreamApp(settings, brain, options=options, partitions=partitions, web_enabled=web_enabled,
+                               web_port=web_port, state_cipher=cipher)
+    except EdgeSetupError as exc:
+        raise WorkerSetupError(str(exc)) from None
     serve_metrics(stream_app)
     return stream_app
 

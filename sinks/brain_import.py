@@ -6,7 +6,9 @@ all, so re-importing the same brain changes nothing and does not make workers re
 pages get ``deleted_at`` (kept if already set); pages present again are undeleted. Each imported
 page's alias set is replaced: by ``normalize_alias_list(frontmatter.aliases)``, or, when an alias
 table is given (``aliases.jsonl``), by exactly its rows for that page. The whole import is one
-transaction: workers see the old brain or the new one, never half of it.
+transaction: workers see the old brain or the new one, never half of it. A page that
+:func:`pipeline.pagecheck.page_problem` refuses (a slug that could forge the context block, an
+oversize title or body) is left out and named in :attr:`ImportReport.refused`; the rest import.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from psycopg.types.json import Jsonb, set_json_dumps
 
 from pipeline.core.normalize import normalize_alias_list
 from pipeline.core.pages import AliasRow, Page
+from pipeline.pagecheck import page_problem, refusal
 from sinks.db import ConnOrInfo, borrowed
 
 BATCH_SIZE = 1000
@@ -77,6 +80,8 @@ class ImportReport:
     alias_rows_inserted: int = 0
     alias_rows_removed: int = 0
     sources: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    """One line per page left out (:func:`pipeline.pagecheck.refusal`)."""
 
     def summary(self) -> str:
         return (
@@ -143,6 +148,9 @@ def import_brain(
     """
     if source_id is not None:
         pages, aliases = rehome(pages, aliases, source_id)
+    refused = [refusal(page.slug, problem) for page in pages if (problem := page_problem(page)) is not None]
+    if refused:
+        pages = [page for page in pages if page_problem(page) is None]
     keys: dict[tuple[str, str], Page] = {}
     for page in pages:
         _check_page(page)
@@ -160,7 +168,7 @@ def import_brain(
     alias_keys = list(dict.fromkeys([*keys, *((a.source_id, a.slug) for a in wanted)]))
 
     sources = sorted({p.source_id for p in pages} | {a.source_id for a in wanted})
-    report = ImportReport(pages_total=len(pages), sources=sources)
+    report = ImportReport(pages_total=len(pages), sources=sources, refused=refused)
     with borrowed(target) as conn, conn.transaction():
         _ensure_sources(conn, sources)
         with conn.cursor() as cur:

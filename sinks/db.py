@@ -14,6 +14,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from pipeline.masking import mask
+
 ConnOrInfo = str | psycopg.Connection
 AsyncConnOrInfo = str | psycopg.AsyncConnection
 
@@ -37,22 +39,8 @@ def database_name(conninfo: str) -> str:
 
 
 def redact(conninfo: str) -> str:
-    """A conninfo safe to print: any password replaced by ``***``."""
-    try:
-        params = conninfo_to_dict(conninfo)
-    except psycopg.ProgrammingError:
-        return "<unparseable database URL>"
-    if "password" in params:
-        if conninfo.startswith(("postgresql://", "postgres://")):
-            parts = urlsplit(conninfo)
-            netloc = parts.netloc
-            if "@" in netloc and ":" in netloc.split("@", 1)[0]:
-                user = netloc.split("@", 1)[0].split(":", 1)[0]
-                netloc = f"{user}:***@{netloc.split('@', 1)[1]}"
-            return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-        params["password"] = "***"
-        return make_conninfo("", **params)
-    return conninfo
+    """A conninfo safe to print: any password replaced by ``***`` (:func:`pipeline.masking.mask`)."""
+    return mask(conninfo)
 
 
 def connect(conninfo: str, *, autocommit: bool = False) -> psycopg.Connection:

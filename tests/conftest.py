@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+from tests.services.statekey import TEST_STATE_KEY
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CONFORMANCE = FIXTURES / "conformance"
 
 # Service fixtures live in tests/services/; each module is a pytest plugin.
 pytest_plugins: list[str] = ["tests.services.postgres", "tests.services.broker", "tests.support.fixtures"]
+
+# in-process apps and commands seal session states with the session's key, never a key file in ~
+os.environ.setdefault("VOLUNTEER_STATE_KEY", TEST_STATE_KEY)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

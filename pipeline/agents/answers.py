@@ -11,7 +11,23 @@ web server, port ``web_port``):
   the session's partition (Faust's router knows it from the group assignment); the forwarded
   request is marked so it is never forwarded twice.
 - ``POST /volunteer/hook/delivered`` — publish one delivery record (any worker can).
+- ``POST /volunteer/hook/hello`` — the handshake: answers only the worker's proof, so a hook
+  knows it talks to a worker holding the secret before it sends a prompt.
 - ``GET /volunteer/hook/health`` — is this a worker, and which partitions does it own.
+
+Every request passes :class:`pipeline.agents.edge.EdgeGuard` first (signed with the shared secret,
+JSON, no ``Origin``, loopback ``Host``, body within a timeout) and every answer carries the
+worker's proof. On top of that, this module keeps requests apart (docs/security.md):
+
+- a request waits only for the turn it published itself (``wait_turn`` = its own last turn), one
+  request per turn at a time, and a repeated turn number is answered ``duplicate`` without pages;
+- an ``ok`` answer carries the proposal's nonce; a delivery record is accepted only with it (on
+  ``/delivered`` a record without it is a 400; in a ``/turns`` request it is dropped and counted
+  in ``refused_deliveries``, so a stale stored report cannot block a session's prompts), and a
+  request carries at most :data:`MAX_DELIVERIES_PER_REQUEST`;
+- a turn number more than :data:`MAX_TURN_AHEAD` beyond the session's last turn is refused
+  (``out_of_range``, HTTP 409, with ``last_turn``) before anything is published, so the session is
+  not broken and the hook renumbers.
 
 Answers come from :class:`AnswerBoard`, which the window agent fills after each batch with the
 proposals of hook-channel turns (:mod:`pipeline.agents.hooklane`); results are kept for a minute
@@ -31,10 +47,21 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from pipeline.agents.hooklane import Proposal
+from pipeline.hook.credential import (
+    AUTH_HEADER,
+    PROOF_HEADER,
+    answer_is_proven,
+    new_nonce,
+    nonce_matches,
+    proposal_nonce,
+    sign_request,
+)
 from pipeline.hook.protocol import (
     DELIVERED_PATH,
     HEALTH_PATH,
+    HELLO_PATH,
     HOOK_CHANNELS,
+    MAX_DELIVERIES_PER_REQUEST,
     MAX_WAIT_MS,
     ROUTED_HEADER,
     TURNS_PATH,
@@ -52,6 +79,8 @@ KEEP_RESULTS_S = 60.0
 MAX_RESULTS = 8192
 MAX_TURNS_PER_REQUEST = 80
 FORWARD_EXTRA_S = 2.0
+MAX_TURN_AHEAD = 10_000
+"""A turn numbered further beyond the session's last turn is refused (``out_of_range``)."""
 HOOK_ENDPOINT_MARK = "hook answer endpoint:"
 """Logged (INFO) when the worker starts with its web server on; tests and the bench read the URL."""
 
@@ -90,6 +119,10 @@ class AnswerBoard:
                 break
             del results[key]
 
+    def busy(self, session_id: str, turn: int) -> bool:
+        """Is a request already waiting for this turn? (A second one would get the first one's pages.)"""
+        return bool(self._waiters.get((session_id, turn)))
+
     async def wait(self, session_id: str, turn: int, timeout_s: float) -> Proposal | None:
         key = (session_id, turn)
         kept = self._results.get(key)
@@ -123,6 +156,10 @@ class BadRequest(ValueError):
     """A request the endpoint refuses (HTTP 400); the message says why."""
 
 
+class MissingNonce(BadRequest):
+    """A delivery without the nonce of the worker's answer for that turn."""
+
+
 @dataclass(frozen=True, slots=True)
 class TurnsRequest:
     session_id: str
@@ -130,6 +167,8 @@ class TurnsRequest:
     records: list[bytes]  # delivery records first, then turns, in publishing order
     wait_turn: int | None
     wait_ms: int
+    numbers: tuple[int, ...] = ()  # the numbers of the turns it publishes (None-numbered ones left out)
+    refused_deliveries: int = 0  # valid records without their proposal's nonce: not published
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
@@ -142,7 +181,16 @@ def _json_object(body: bytes) -> dict[str, Any]:
     return obj
 
 
-def parse_turns_request(body: bytes, *, max_text_bytes: int, max_session_id_chars: int) -> TurnsRequest:
+def checked_delivery(raw: Any, token: str) -> Delivery:
+    """A delivery from a request: valid, and carrying the nonce of the proposal it reports."""
+    delivery = delivery_from_obj(raw)
+    if not nonce_matches(token, delivery.session_id, delivery.turn, raw.get("nonce")):
+        raise MissingNonce("a delivery without the nonce of the worker's answer for that turn")
+    return delivery
+
+
+def parse_turns_request(body: bytes, *, max_text_bytes: int, max_session_id_chars: int,
+                        token: str = "") -> TurnsRequest:
     """Validate a ``/turns`` request with the worker's own decoders (nothing invalid is published)."""
     obj = _json_object(body)
     session_id = obj.get("session_id")
@@ -155,9 +203,20 @@ def parse_turns_request(body: bytes, *, max_text_bytes: int, max_session_id_char
     source_id = obj.get("source_id")
     ts = obj.get("ts")
     records: list[bytes] = []
+    numbers: list[int] = []
+    refused = 0
+    deliveries = obj.get("deliveries") or []
+    if not isinstance(deliveries, list) or len(deliveries) > MAX_DELIVERIES_PER_REQUEST:
+        raise BadRequest(f"deliveries must be a list of at most {MAX_DELIVERIES_PER_REQUEST}")
     try:
-        for raw in obj.get("deliveries") or []:
-            delivery = delivery_from_obj(raw)
+        for raw in deliveries:
+            try:
+                delivery = checked_delivery(raw, token)
+            except MissingNonce:
+                # Dropped, not the whole request: a hook's stored report from before the credential
+                # (or from another secret) must not block the session's prompts for good.
+                refused += 1
+                continue
             if delivery.session_id != session_id:
                 raise BadRequest("a delivery names another session")
             records.append(delivery.to_json())
@@ -174,6 +233,8 @@ def parse_turns_request(body: bytes, *, max_text_bytes: int, max_session_id_char
                                max_session_id_chars=max_session_id_chars)
             if turn is not None:
                 records.append(turn.to_json())
+                if turn.turn is not None:
+                    numbers.append(turn.turn)
     except InvalidRecord as exc:
         raise BadRequest(exc.message) from None
     except orjson.JSONEncodeError as exc:
@@ -181,26 +242,32 @@ def parse_turns_request(body: bytes, *, max_text_bytes: int, max_session_id_char
     wait_turn = obj.get("wait_turn")
     if wait_turn is not None and (isinstance(wait_turn, bool) or not isinstance(wait_turn, int) or wait_turn < 1):
         raise BadRequest("wait_turn must be a turn number")
+    if wait_turn is not None and (not numbers or wait_turn != numbers[-1]):
+        # Waiting for a turn someone else publishes would hand that request's pages to this one.
+        raise BadRequest("wait_turn must be the number of this request's last turn")
     wait_ms = obj.get("wait_ms", 0)
     if isinstance(wait_ms, bool) or not isinstance(wait_ms, int | float):
         raise BadRequest("wait_ms must be a number")
-    return TurnsRequest(session_id, key, records, wait_turn, int(min(max(wait_ms, 0), MAX_WAIT_MS)))
+    return TurnsRequest(session_id, key, records, wait_turn, int(min(max(wait_ms, 0), MAX_WAIT_MS)),
+                        tuple(numbers), refused)
 
 
-def parse_delivered_request(body: bytes) -> Delivery:
+def parse_delivered_request(body: bytes, token: str = "") -> Delivery:
+    obj = _json_object(body)
     try:
-        return delivery_from_obj(_json_object(body))
+        return checked_delivery(obj, token)
     except InvalidRecord as exc:
         raise BadRequest(exc.message) from None
 
 
-def answer_for(proposal: Proposal | None) -> dict[str, Any]:
+def answer_for(proposal: Proposal | None, token: str = "") -> dict[str, Any]:
     if proposal is None:
         return {"status": "timeout"}
-    if proposal.duplicate:
+    if proposal.duplicate:  # the pages were answered to the request that first published this turn
         return {"status": "duplicate", "turn": proposal.turn, "last_turn": proposal.last_turn}
     # One list in block order, pointers first, each item marked with its kind (docs/hooks.md).
     return {"status": "ok", "turn": proposal.turn, "last_turn": proposal.last_turn,
+            "nonce": proposal_nonce(token, proposal.session_id, proposal.turn),
             "pages": [{"kind": kind, **p.to_dict()} for kind, p in proposal.items()]}
 
 
@@ -212,6 +279,7 @@ class HookEndpoint:
 
     def __init__(self, ctx: StreamApp) -> None:
         self.ctx = ctx
+        self.token = ctx.token
 
     def owner_url(self, key: bytes) -> str | None:
         """The web address of the worker owning ``key``'s partition, if that is another worker."""
@@ -228,19 +296,46 @@ class HookEndpoint:
         return str(url).rstrip("/")
 
     async def forward(self, url: str, path: str, body: bytes, timeout_s: float) -> tuple[int, bytes]:
+        """Send the request on to the owner, signed with the secret; its answer must carry its proof."""
         import aiohttp
+        from yarl import URL
 
+        full = URL(url + path)
+        auth = sign_request(self.token, "POST", full.path_qs, body, int(time.time() * 1000), new_nonce())
         async with self.ctx.app.http_client.post(
-            url + path, data=body, headers={ROUTED_HEADER: "1", "Content-Type": "application/json"},
+            full, data=body, ssl=self.ctx.forward_ssl if self.ctx.forward_ssl is not None else True,
+            headers={ROUTED_HEADER: "1", "Content-Type": "application/json", AUTH_HEADER: auth},
             timeout=aiohttp.ClientTimeout(total=timeout_s),
         ) as response:
-            return response.status, await response.read()
+            data = await response.read()
+            proof = response.headers.get(PROOF_HEADER, "")
+            if not answer_is_proven(self.token, auth.rsplit(".", 1)[1], response.status, data, proof):
+                raise ConnectionError(f"{url} answered without a valid proof")
+            return response.status, data
+
+    def last_turn_here(self, key: bytes) -> int | None:
+        """The session's last turn from this worker's table, if it owns the session (else None)."""
+        from aiokafka.partitioner import murmur2
+
+        from pipeline.agents.state import CorruptState, SessionRecord
+
+        table = self.ctx.table
+        partition = (murmur2(key) & 0x7FFFFFFF) % self.ctx.partitions  # the producer's default partitioner
+        if partition not in self.ctx.assigned_partitions(self.ctx.settings.topic_turns):
+            return None
+        raw = table.get(key)
+        if raw is None:
+            return 0
+        try:
+            return SessionRecord.from_bytes(raw).state.last_turn
+        except CorruptState:
+            return None
 
     async def turns(self, body: bytes, routed: bool) -> tuple[int, bytes]:
         settings = self.ctx.settings
         try:
             req = parse_turns_request(body, max_text_bytes=settings.max_text_bytes,
-                                      max_session_id_chars=settings.max_session_id_chars)
+                                      max_session_id_chars=settings.max_session_id_chars, token=self.token)
         except BadRequest as exc:
             return 400, orjson.dumps({"status": "bad_request", "error": str(exc)})
         if not routed:
@@ -250,8 +345,14 @@ class HookEndpoint:
                     return await self.forward(owner, TURNS_PATH, body, req.wait_ms / 1000 + FORWARD_EXTRA_S)
                 except Exception as exc:  # owner unreachable: serve it here (publish, then wait)
                     log.warning("could not forward a hook request to %s (%s); answering here", owner, exc)
+        last = self.last_turn_here(req.key) if req.numbers else None
+        if last is not None and max(req.numbers) > last + MAX_TURN_AHEAD:
+            return 409, orjson.dumps({"status": "out_of_range", "last_turn": last,
+                                      "error": f"turn numbers may run at most {MAX_TURN_AHEAD} ahead"})
         board = self.ctx.answers
         if req.wait_turn is not None:
+            if board.busy(req.session_id, req.wait_turn):
+                return 409, orjson.dumps({"status": "busy", "error": "another request waits for this turn"})
             board.forget(req.session_id, req.wait_turn)
         from pipeline.agents.wiring import publish
 
@@ -260,13 +361,16 @@ class HookEndpoint:
         except Exception as exc:
             return 503, orjson.dumps({"status": "unavailable", "error": f"publish failed: {exc}"[:200]})
         if req.wait_turn is None:
-            return 200, orjson.dumps({"status": "published"})
+            return 200, orjson.dumps({"status": "published", "refused_deliveries": req.refused_deliveries})
         proposal = await board.wait(req.session_id, req.wait_turn, req.wait_ms / 1000)
-        return 200, orjson.dumps(answer_for(proposal))
+        answer = answer_for(proposal, self.token)
+        if req.refused_deliveries:
+            answer["refused_deliveries"] = req.refused_deliveries
+        return 200, orjson.dumps(answer)
 
     async def delivered(self, body: bytes) -> tuple[int, bytes]:
         try:
-            delivery = parse_delivered_request(body)
+            delivery = parse_delivered_request(body, self.token)
         except BadRequest as exc:
             return 400, orjson.dumps({"status": "bad_request", "error": str(exc)})
         from pipeline.agents.wiring import publish
@@ -304,6 +408,10 @@ def register_views(ctx: StreamApp) -> None:
             status, data = await endpoint.delivered(await request.read())
             return self.bytes(data, content_type=json_type, status=status)
 
+    class HookHello(web.View):
+        async def post(self, request: Any) -> Any:  # the guard checked the signature; the proof follows
+            return self.bytes(orjson.dumps({"status": "ok"}), content_type=json_type, status=200)
+
     class HookHealth(web.View):
         async def get(self, request: Any) -> Any:
             status, data = endpoint.health()
@@ -312,8 +420,37 @@ def register_views(ctx: StreamApp) -> None:
     ctx.app.page(TURNS_PATH)(HookTurns)
     ctx.app.page(DELIVERED_PATH)(HookDelivered)
     ctx.app.page(HEALTH_PATH)(HookHealth)
+    ctx.app.page(HELLO_PATH)(HookHello)
+
+    from pipeline.agents.edge import Registration
+    from pipeline.hook.registry import HEARTBEAT_S
+
+    url = ctx.advertised_url or str(ctx.app.conf.canonical_url).rstrip("/")
+    registration = Registration(ctx.settings, url)
+    ctx.registration = registration
+
+    from pipeline.agents.health import register_health_views
+
+    register_health_views(ctx)  # /livez, /readyz for probes
 
     @ctx.app.task
     async def announce_hook_endpoint() -> None:  # runs once logging is set up
-        url = str(ctx.app.conf.canonical_url).rstrip("/")
-        log.info("%s %s (set VOLUNTEER_HOOK_URL=%s for 'volunteer hook')", HOOK_ENDPOINT_MARK, url + TURNS_PATH, url)
+        try:
+            registration.write()
+        except OSError as exc:
+            log.warning("could not register this worker for the hooks at %s (%s); hooks need VOLUNTEER_HOOK_URL=%s",
+                        registration.path, exc, url)
+        log.info("%s %s (registered in %s; hooks find it there, or set VOLUNTEER_HOOK_URL=%s)", HOOK_ENDPOINT_MARK,
+                 url + TURNS_PATH, registration.path, url)
+
+    @ctx.app.timer(HEARTBEAT_S)
+    async def touch_registration() -> None:  # hooks ignore an entry not touched for STALE_S
+        if registration.written:
+            try:
+                registration.touch()
+            except OSError as exc:
+                log.debug("could not touch %s (%s)", registration.path, exc)
+
+    import atexit
+
+    atexit.register(registration.remove)  # a clean exit (SIGTERM, Ctrl-C); after a kill the entry goes stale

@@ -1,6 +1,9 @@
 """What the window agent keeps per session in its changelog-backed table, and that table.
 
-A table value is a fixed 19-byte header followed by the core's ``SessionState.to_bytes()``:
+A table value is a fixed 19-byte header followed by the core's ``SessionState.to_bytes()``,
+sealed with AES-GCM (:mod:`pipeline.agents.statecrypt`) in version 2; version 1 values (the
+state in clear, written before states were sealed) are still read, and rewritten sealed the next
+time their session changes. The header stays readable:
 
 - the source partition and offset of the last ``turns`` record applied to the state, so a record
   redelivered after the state was saved is recognised even when it carries no turn number (the
@@ -14,20 +17,26 @@ and the idle sweep deletes from a timer, where Faust cannot know the partition.
 
 from __future__ import annotations
 
+import logging
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import faust
 
 from pipeline.agents.bulk_send import send_all
+from pipeline.agents.statecrypt import SealedStateError, StateCipher
 from pipeline.core.session import SessionState
 
 _HEADER = struct.Struct(">BHqq")  # version, partition, offset, last activity ms
 HEADER_SIZE = _HEADER.size
-_VERSION = 1
+PLAIN_VERSION = 1
+SEALED_VERSION = 2
+_VERSIONS = (PLAIN_VERSION, SEALED_VERSION)
 NO_OFFSET = -1
+
+log = logging.getLogger(__name__)
 
 
 class CorruptState(ValueError):
@@ -43,14 +52,27 @@ class SessionRecord:
     offset: int = NO_OFFSET
     last_activity_ms: int = 0
 
-    def to_bytes(self) -> bytes:
-        return _HEADER.pack(_VERSION, self.partition, self.offset, self.last_activity_ms) + self.state.to_bytes()
+    def to_bytes(self, cipher: StateCipher | None = None, key: bytes = b"") -> bytes:
+        """The table value; sealed (version 2) with ``cipher``, bound to the session ``key``."""
+        if cipher is None:
+            return _HEADER.pack(PLAIN_VERSION, self.partition, self.offset, self.last_activity_ms) + self.state.to_bytes()
+        header = _HEADER.pack(SEALED_VERSION, self.partition, self.offset, self.last_activity_ms)
+        return header + cipher.seal(self.state.to_bytes(), key + header)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> SessionRecord:
+    def from_bytes(cls, data: bytes, cipher: StateCipher | None = None, key: bytes = b"") -> SessionRecord:
+        """Decode a value of either version; a sealed one needs the ``cipher`` and its session ``key``."""
         partition, offset, activity = read_header(data)
+        body = data[HEADER_SIZE:]
+        if data[0] == SEALED_VERSION:
+            if cipher is None:
+                raise CorruptState("the state is sealed and no state key is configured")
+            try:
+                body = cipher.open(body, key + data[:HEADER_SIZE])
+            except SealedStateError as exc:
+                raise CorruptState(str(exc)) from None
         try:
-            state = SessionState.from_bytes(data[HEADER_SIZE:])
+            state = SessionState.from_bytes(body)
         except ValueError as exc:
             raise CorruptState(str(exc)) from None
         return cls(state, partition, offset, activity)
@@ -65,15 +87,71 @@ def read_header(data: bytes) -> tuple[int, int, int]:
     if len(data) < HEADER_SIZE:
         raise CorruptState(f"session value of {len(data)} bytes is shorter than its header")
     version, partition, offset, activity = _HEADER.unpack_from(data)
-    if version != _VERSION:
+    if version not in _VERSIONS:
         raise CorruptState(f"unknown session value version {version}")
     return int(partition), int(offset), int(activity)
+
+
+def newest_states(events: Iterable[Any], stored_offset: Callable[[Any], int]) -> tuple[list[Any], int]:
+    """The changelog events to apply, leaving out every state older than one already kept.
+
+    A worker cut off from the broker mid-batch can be fenced out of the group while its produce
+    requests are held; after the heal those requests go through and write the session states it
+    decided *after* the new owner of the partition has saved newer ones (found by the multi-host
+    run: a session set back one turn, three rows lost and three invented). The embedded broker has
+    no producer fencing, so the table itself keeps, per session, the state with the highest source
+    offset (the ``turns`` offset in the readable header) instead of the last one written. Offsets of
+    ``turns`` only grow, so an older offset is always a stale write. A tombstone (idle expiry) is
+    always applied and forgets the offset. ``stored_offset(key)`` is the offset of the value already
+    in the store (``NO_OFFSET`` when none). Returns the events to apply and how many were dropped.
+    """
+    newest: dict[Any, int] = {}
+    kept: list[Any] = []
+    dropped = 0
+    for event in events:
+        key = event.key
+        raw = event.message.value
+        if raw is None:
+            newest[key] = NO_OFFSET
+            kept.append(event)
+            continue
+        try:
+            _, offset, _ = read_header(raw)
+        except CorruptState:
+            kept.append(event)  # the window agent reports and replaces it when the session is next used
+            continue
+        current = newest[key] if key in newest else stored_offset(key)
+        if offset < current:
+            dropped += 1
+            continue
+        newest[key] = offset
+        kept.append(event)
+    return kept, dropped
 
 
 class SessionTable(faust.Table[bytes, bytes]):
     """A Faust table of raw bytes whose writes go to an explicitly named changelog partition."""
 
     _explicit_partition: int | None = None
+
+    def apply_changelog_batch(self, batch: Iterable[Any]) -> None:
+        """Recovery and standby apply: keep each session's newest state (see :func:`newest_states`)."""
+        store = self.data
+
+        def stored_offset(key: Any) -> int:
+            raw = store.get(key)
+            if not raw:
+                return NO_OFFSET
+            try:
+                return read_header(raw)[1]
+            except CorruptState:
+                return NO_OFFSET
+
+        kept, dropped = newest_states(batch, stored_offset)
+        if dropped:
+            log.warning("table recovery kept the newest session states and left out %d older one(s) "
+                        "written late (a fenced worker's delayed writes)", dropped)
+        super().apply_changelog_batch(kept)
 
     def partition_for_key(self, key: Any) -> int | None:
         if self._explicit_partition is not None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from pipeline.agents.hooklane import Proposal, apply_delivery, is_hook_channel, propose, volunteered_event
 from pipeline.agents.state import CorruptState, SessionRecord
+from pipeline.agents.statecrypt import StateCipher
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions, step
 from pipeline.core.tally import DecisionTally
@@ -84,7 +85,11 @@ def decision_options(settings: Settings) -> DecisionOptions:
 class WindowProcessor:
     """Turns a batch of ``turns`` records into outputs; holds no state between batches."""
 
-    def __init__(self, settings: Settings, options: DecisionOptions | None = None) -> None:
+    def __init__(self, settings: Settings, options: DecisionOptions | None = None, *,
+                 cipher: StateCipher | None = None) -> None:
+        self.cipher = cipher  # opens (and seals) the table values (agents/statecrypt.py); None: plain (unit tests)
+        # state_seal off: write plain values an older release can read, during a rolling upgrade from it
+        self.seal_with = cipher if settings.state_seal else None
         self.topic = settings.topic_turns
         self.default_source = settings.source
         self.default_channel = settings.channel
@@ -100,6 +105,10 @@ class WindowProcessor:
         # while a batch uses them and put back only by :meth:`saved`, so a batch that fails or is
         # not saved can never leave a mutated state behind.
         self._decoded: dict[bytes, tuple[bytes, SessionRecord]] = {}
+
+    def encode(self, key: bytes, record: SessionRecord) -> bytes:
+        """The table value for ``record`` of session ``key`` (sealed when there is a cipher and sealing is on)."""
+        return record.to_bytes(self.seal_with, key)
 
     def saved(self, key: bytes, value: bytes, record: SessionRecord) -> None:
         """Tell the processor that ``value`` (= ``record.to_bytes()``) is now the table's value."""
@@ -208,7 +217,7 @@ class WindowProcessor:
         if raw is None:
             return SessionRecord()
         try:
-            return SessionRecord.from_bytes(raw)
+            return SessionRecord.from_bytes(raw, self.cipher, key)
         except CorruptState as exc:
             log.error("session %r has an unreadable saved state (%s); starting it afresh", key[:80], exc)
             return SessionRecord()

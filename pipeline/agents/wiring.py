@@ -111,7 +111,7 @@ async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> Ba
             # A partition revoked during this batch belongs to another worker now; its new owner
             # reprocesses these records from the saved state and emits the same events.
             if record.partition in owned:
-                value = record.to_bytes()
+                value = processor.encode(key, record)
                 saves.append((key, value, record.partition))
                 processor.saved(key, value, record)
         await save_states(ctx, saves)

@@ -47,6 +47,13 @@ class LazyGroup(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; whatever error escapes it leaves as one line with passwords masked."""
+        from pipeline.cli.errors import one_line_errors
+
+        with one_line_errors():
+            return super().invoke(ctx)
+
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     """``--version``: the package version, and the decision core's build (compiled or pure Python)."""

@@ -111,6 +111,9 @@ def bootstrap(harness: str, scope: str, project_dir: Path | None, uninstall: boo
     if change.changed and not uninstall:
         click.echo(f"command: {command}")
         click.echo("restart open sessions: hooks are read when a session starts")
+        from pipeline.cli.up_cmd import announce_credential
+
+        announce_credential()
     if harness == "codex" and not uninstall:
         _codex_trust(path, trust, codex_bin, (project_dir or Path.cwd()).resolve())
 

@@ -40,6 +40,12 @@ def import_cmd(path: Path, database_url: str | None, source_id: str | None, run_
     switch to the new brain at once. Pages already in the database but not in PATH are kept.
 
     \b
+    A page whose slug holds a control character, a backtick or '-->', whose title or body is
+    too large, whose frontmatter is too large or uses YAML anchors, or that is a symlink to
+    outside PATH, is refused with one line naming it (stderr); the other pages are imported
+    (docs/security.md, "Imports").
+
+    
     Examples:
       volunteer brain import tests/fixtures/conformance/brain
       volunteer brain import ~/notes --source notes
@@ -49,16 +55,22 @@ def import_cmd(path: Path, database_url: str | None, source_id: str | None, run_
     from sinks.markdown_brain import MarkdownBrainError, read_markdown_dir
     from sinks.schema import migrate
 
+    refused: list[str] = []
     try:
         if (path / PAGES_FILE).is_file():
-            pages, aliases = iter_brain_dir(path)
+            pages, aliases = iter_brain_dir(path, refused)
             kind = "brain directory"
         else:
-            pages, aliases = read_markdown_dir(path, source_id or "default"), None
+            pages, aliases = read_markdown_dir(path, source_id or "default", refused), None
             kind = "Markdown folder"
     except (BrainDirError, MarkdownBrainError) as exc:
+        for line in refused:
+            click.echo(line, err=True)
         raise click.ClickException(str(exc)) from None
-    click.echo(f"read {len(pages)} page(s) from {kind} {path}", err=True)
+    for line in refused:
+        click.echo(line, err=True)
+    click.echo(f"read {len(pages)} page(s) from {kind} {path}" + (f", {len(refused)} refused" if refused else ""),
+               err=True)
 
     url = resolve_database_url(database_url)
     interactive = sys.stderr.isatty()
@@ -76,6 +88,8 @@ def import_cmd(path: Path, database_url: str | None, source_id: str | None, run_
             raise click.ClickException(str(exc)) from None
     if interactive:
         click.echo("", err=True)
+    for line in report.refused:
+        click.echo(line, err=True)
     click.echo(f"imported {report.summary()}")
 
 

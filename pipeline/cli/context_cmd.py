@@ -97,14 +97,13 @@ def settings_or_fail(**overrides: Any) -> Any:
     """:func:`pipeline.settings.load_settings`, turning a bad ``VOLUNTEER_*`` value into a one-line error."""
     from pydantic import ValidationError
 
+    from pipeline.cli.errors import settings_error
     from pipeline.settings import load_settings
 
     try:
         return load_settings(**overrides)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        name = "VOLUNTEER_" + "_".join(str(p) for p in first.get("loc", ())).upper()
-        raise click.ClickException(f"bad setting {name}: {first.get('msg')}") from None
+        raise settings_error(exc) from None
 
 
 # ---------------------------------------------------------------------------- input

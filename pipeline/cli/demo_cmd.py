@@ -259,8 +259,10 @@ def demo(pace: float, keep_logs: bool) -> None:
     Needs nothing running and no configuration; everything listens on 127.0.0.1 and is removed
     afterwards. Exit status 0 when every expected page arrived and was stored.
     """
+    from pipeline.agents.statecrypt import new_key_text
     from pipeline.braindir import iter_brain_dir
     from sinks.brain_import import import_brain
+    from sinks.db import redact
     from sinks.stats import format_stats, usage_stats
 
     started = time.monotonic()
@@ -277,7 +279,7 @@ def demo(pace: float, keep_logs: bool) -> None:
     try:
         say("starting the embedded broker and PostgreSQL")
         services.start()
-        say(f"broker {services.broker_url}, database {services.database_url} (migrated)")
+        say(f"broker {services.broker_url}, database {redact(services.database_url)} (migrated)")
         brain_dir = samples_dir() / "brain"
         pages, aliases = iter_brain_dir(brain_dir)
         report = import_brain(services.database_url, pages, aliases)
@@ -288,7 +290,8 @@ def demo(pace: float, keep_logs: bool) -> None:
         env = dict(os.environ, VOLUNTEER_BROKER=services.broker_url, VOLUNTEER_DATABASE_URL=services.database_url,
                    VOLUNTEER_DATA_DIR=str(workdir / "data"), VOLUNTEER_APP_ID="volunteer-demo",
                    VOLUNTEER_TOPIC_PARTITIONS="4", VOLUNTEER_BRAIN_REFRESH_SECONDS="1",
-                   VOLUNTEER_METRICS_PORT="0", VOLUNTEER_LOG_FORMAT="console")
+                   VOLUNTEER_METRICS_PORT="0", VOLUNTEER_LOG_FORMAT="console",
+                   VOLUNTEER_STATE_KEY=new_key_text())  # throwaway states, throwaway key (no file in ~)
         env.pop("VOLUNTEER_BRAIN", None)
         worker = WorkerProcess(env, workdir / "worker.log", ["--without-web", "--loglevel", "info"])
         volunteered = asyncio.run(_run(services, worker, turns, expect, pace))

@@ -22,8 +22,11 @@ from pipeline.cli.streamopts import (
               type=click.Path(file_okay=False, exists=True, path_type=str),
               help="Read the brain from a directory (pages.jsonl [+ aliases.jsonl]) instead of PostgreSQL; "
                    "it is then not refreshed [env: VOLUNTEER_BRAIN].")
-@click.option("--web-port", type=int, default=None, metavar="PORT",
-              help="Faust web port (default 6066 [env: VOLUNTEER_WEB_PORT]; 0 = any free port).")
+@click.option("--web-port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
+              help="Port of the web server, the hooks' endpoint (default 6066 [env: VOLUNTEER_WEB_PORT]; 0 = any "
+                   "free port). A taken port stops the worker with one line; hooks find the port in the worker "
+                   "registry, and VOLUNTEER_WEB_HOST / VOLUNTEER_WEB_ADVERTISED_URL open it to other hosts "
+                   "(docs/hooks.md).")
 @click.option("--without-web", is_flag=True, help="Run without the Faust web server.")
 @click.option("--partitions", type=click.IntRange(min=1), default=None, metavar="N",
               help="Partitions for topics this worker creates (default 8 [env: VOLUNTEER_TOPIC_PARTITIONS]); "

@@ -4,12 +4,20 @@ A page body may carry a takes table and a facts table between HTML-comment marke
 leak into a synopsis: takes are cut out whole; the facts table is parsed and re-rendered with only
 its ``world`` rows, exactly as gbrain's ``stripFactsFence(body, {keepVisibility: ['world']})`` does
 (which is why an empty re-rendered header can become a synopsis, spec §16.16).
+
+The reference strips only the *first* fence of each kind, and only when it is closed: a second
+takes fence, or a takes fence whose end marker is missing, reaches the synopsis whole. Synopses use
+:func:`strip_every_takes_fence` and :func:`strip_every_facts_fence_world` instead, which strip every
+fence and treat an unterminated one as running to the end of the body: a deliberate divergence
+(docs/decision-core.md, "Deliberate divergences from the reference"). The reference's first-fence
+functions stay here, tested, as the reference's behaviour.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline.core.jscompat import js_number_str, js_parse_float, js_parse_int, js_to_fixed
@@ -41,6 +49,28 @@ def strip_takes_fence(body: str) -> str:
     if end == -1:
         return body
     return body[:begin] + body[end + len(TAKES_END) :]
+
+
+def _replace_every_fence(body: str, begin_marker: str, end_marker: str, keep: Callable[[str], str]) -> str:
+    """Every ``begin … end`` fence replaced by ``keep(fence)``; an unterminated one is cut to the end."""
+    out: list[str] = []
+    pos = 0
+    while True:
+        begin = body.find(begin_marker, pos)
+        if begin == -1:
+            out.append(body[pos:])
+            return "".join(out)
+        out.append(body[pos:begin])
+        end = body.find(end_marker, begin + len(begin_marker))
+        if end == -1:
+            return "".join(out)
+        out.append(keep(body[begin : end + len(end_marker)]))
+        pos = end + len(end_marker)
+
+
+def strip_every_takes_fence(body: str) -> str:
+    """Remove every takes fence, markers included; an unterminated one runs to the end of the body."""
+    return _replace_every_fence(body, TAKES_BEGIN, TAKES_END, lambda fence: "")
 
 
 def _trim(text: str) -> str:
@@ -213,3 +243,12 @@ def strip_facts_fence_world(body: str) -> str:
         return body
     kept = [f for f in parse_facts(body) if f.visibility == "world"]
     return body[:begin] + render_facts_table(kept) + body[end + len(FACTS_END) :]
+
+
+def strip_every_facts_fence_world(body: str) -> str:
+    """Every facts fence replaced by its world-only re-rendering; an unterminated one (whose rows
+    cannot be told from the prose after it) is cut to the end of the body."""
+    return _replace_every_fence(
+        body, FACTS_BEGIN, FACTS_END,
+        lambda fence: render_facts_table([f for f in parse_facts(fence) if f.visibility == "world"]),
+    )

@@ -1,7 +1,9 @@
 """The one-line, privacy-safe synopsis of a page (spec §7.2, gbrain ``safeSynopsis``).
 
-A curated ``frontmatter.summary`` wins; otherwise the first prose line of the body after the takes
-fence is cut out and the facts fence is reduced to world rows. Never raw private text.
+A curated ``frontmatter.summary`` wins; otherwise the first prose line of the body after every
+takes fence is cut out and every facts fence is reduced to world rows (an unterminated fence runs
+to the end of the body). Never raw private text. Stripping every fence, not only the first closed
+one, is a deliberate divergence from the reference (:mod:`pipeline.core.fences`).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from pipeline.core.fences import strip_facts_fence_world, strip_takes_fence
+from pipeline.core.fences import strip_every_facts_fence_world, strip_every_takes_fence
 from pipeline.core.jscompat import JS_WS, utf16_len, utf16_prefix
 from pipeline.core.normalize import JS_WHITESPACE, collapse_whitespace
 
@@ -35,7 +37,7 @@ def safe_synopsis(compiled_truth: str | None, frontmatter: Mapping[str, object] 
     body = compiled_truth or ""
     if not body:
         return ""
-    stripped = _DASH_BLOCK_RE.sub("", strip_facts_fence_world(strip_takes_fence(body)), count=1)
+    stripped = _DASH_BLOCK_RE.sub("", strip_every_facts_fence_world(strip_every_takes_fence(body)), count=1)
     for raw_line in stripped.split("\n"):
         line = raw_line.strip(JS_WHITESPACE)
         if line and not line.startswith("#") and not line.startswith("<!--"):

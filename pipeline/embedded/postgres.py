@@ -1,10 +1,22 @@
 """A PostgreSQL cluster of the system's own server binaries, started on demand.
 
-Used by the tests, ``volunteer up`` and ``volunteer demo`` on machines without Docker. The recipe is
-the one measured in ``shared/notes/embedded-services.md``: ``initdb`` with trust auth into a
-directory, the server listening on 127.0.0.1 only, with its log and Unix socket inside that
+Used by the tests, ``volunteer up`` and ``volunteer demo`` on machines without Docker: ``initdb``
+into a directory, the server listening on 127.0.0.1 only, with its log and Unix socket inside that
 directory. PostgreSQL refuses to run as root, so as root the server commands run as the
 ``postgres`` OS user (``runuser``) and the directory is handed to that user.
+
+Who may log in (``pg_hba.conf``, rewritten at every start so an older cluster is brought in line):
+
+- over TCP, only with the cluster's password (``scram-sha-256``): a random one, kept in the 0600
+  file ``<dir>/password`` and carried in :attr:`EmbeddedPostgres.url`. Any local user can reach
+  127.0.0.1, so a password-less TCP login would make every one of them a superuser (``COPY … TO
+  PROGRAM`` runs shell commands as the server's OS user);
+- over the Unix socket, without a password (``trust``): the socket lives in the cluster's own
+  0700 directory, which only its owner (and root) can enter.
+
+With ``listen`` (``volunteer up --listen ADDR``) the server also listens on ADDR for other hosts,
+with the same rule: a TCP login from any address needs the password (SCRAM), so another host never
+gets in without it.
 
 Without a ``data_dir`` the cluster is throwaway (a temp dir, durability switched off for speed,
 removed by :meth:`EmbeddedPostgres.close`); with one, data survives restarts and is never deleted.
@@ -15,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import secrets
 import shutil
 import socket
 import subprocess
@@ -29,6 +42,17 @@ DATABASE = "postgres"
 SYSTEM_ROOT = Path("/usr/lib/postgresql")
 """Where Debian installs each major version's server programs (``<major>/bin``)."""
 THROWAWAY_OPTIONS = ("-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off")
+PASSWORD_FILE = "password"
+HBA_RULES = (
+    "# written by volunteer-stream at every start (pipeline/embedded/postgres.py)\n"
+    "local all all trust\n"
+    "host all all 127.0.0.1/32 scram-sha-256\n"
+    "host all all ::1/128 scram-sha-256\n"
+)
+LISTEN_HBA_RULES = (
+    "host all all 0.0.0.0/0 scram-sha-256\n"
+    "host all all ::/0 scram-sha-256\n"
+)
 
 
 class PostgresNotFound(RuntimeError):
@@ -104,7 +128,9 @@ class EmbeddedPostgres:
         bin_dir: str | os.PathLike[str] | None = None,
         durable: bool | None = None,
         start_timeout: float = 60.0,
+        listen: str | None = None,
     ) -> None:
+        self.listen = listen
         self._bin = find_bin_dir(bin_dir)
         self._given_dir = Path(data_dir).resolve() if data_dir is not None else None
         self._root: Path | None = self._given_dir
@@ -138,12 +164,37 @@ class EmbeddedPostgres:
         return self._port
 
     @property
+    def password_path(self) -> Path:
+        """The 0600 file holding the ``postgres`` role's password (created at the first start)."""
+        return self.root / PASSWORD_FILE
+
+    @property
+    def password(self) -> str:
+        try:
+            return self.password_path.read_text().strip()
+        except OSError:
+            raise EmbeddedPostgresError("the cluster has no password yet; call start() first") from None
+
+    @property
     def url(self) -> str:
-        """libpq URL of the ``postgres`` database as the ``postgres`` superuser (trust auth)."""
-        return f"postgresql://{SERVER_USER}@127.0.0.1:{self.port}/{DATABASE}"
+        """libpq URL of the ``postgres`` database as the ``postgres`` superuser, password included."""
+        return self.url_for(DATABASE)
 
     def url_for(self, database: str) -> str:
-        return f"postgresql://{SERVER_USER}@127.0.0.1:{self.port}/{database}"
+        return f"postgresql://{SERVER_USER}:{self.password}@127.0.0.1:{self.port}/{database}"
+
+    @property
+    def remote_url(self) -> str:
+        """The URL other hosts use: on the listen address (password included); :attr:`url` without one."""
+        if self.listen is None:
+            return self.url
+        host = f"[{self.listen}]" if ":" in self.listen else self.listen
+        return f"postgresql://{SERVER_USER}:{self.password}@{host}:{self.port}/{DATABASE}"
+
+    @property
+    def socket_conninfo(self) -> str:
+        """Password-less conninfo over the Unix socket (for this directory's owner only)."""
+        return f"host={self.root} port={self.port} user={SERVER_USER} dbname={DATABASE}"
 
     @property
     def running(self) -> bool:
@@ -173,8 +224,11 @@ class EmbeddedPostgres:
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="volunteer-pg-"))
         self._prepare_dir()
+        fresh_password = self._ensure_password_file()
         if not (self.pgdata / "PG_VERSION").is_file():
             self._initdb()
+            fresh_password = False  # initdb set it
+        self._write_hba()
         self._wait_for_dead_server()
         fixed_port = self._port is not None
         attempts = 1 if fixed_port else 3
@@ -185,6 +239,8 @@ class EmbeddedPostgres:
             try:
                 self._pg_ctl_start()
                 self._running = True
+                if fresh_password:  # a cluster from before passwords: give its superuser ours
+                    self._set_password()
                 return self
             except EmbeddedPostgresError as exc:
                 last_error = exc
@@ -287,7 +343,8 @@ class EmbeddedPostgres:
         shutil.rmtree(self.pgdata, ignore_errors=True)
         cmd = [
             str(self._bin / "initdb"), "-D", str(self.pgdata), "-U", SERVER_USER,
-            "-A", "trust", "-E", "UTF8", "--no-locale",
+            "--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={self.password_path}",
+            "-E", "UTF8", "--no-locale",
         ]
         if not self.durable:
             cmd.append("--no-sync")
@@ -295,11 +352,50 @@ class EmbeddedPostgres:
         if result.returncode != 0:
             raise EmbeddedPostgresError(f"initdb failed: {_tail(result.stderr or result.stdout)}")
 
+    def _ensure_password_file(self) -> bool:
+        """Create ``<dir>/password`` (0600, random) unless it exists; True when it was just created."""
+        path = self.password_path
+        if path.is_file() and path.read_text().strip():
+            os.chmod(path, 0o600)
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # 0600 whatever the umask
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, (secrets.token_urlsafe(24) + "\n").encode("ascii"))
+        finally:
+            os.close(fd)
+        user = self._server_user()
+        if user is not None:
+            os.chown(path, user.pw_uid, user.pw_gid)
+        return True
+
+    def _write_hba(self) -> None:
+        """Password over TCP, trust only on the socket in our 0700 directory (module docstring)."""
+        hba = self.pgdata / "pg_hba.conf"
+        hba.write_text(HBA_RULES + (LISTEN_HBA_RULES if self.listen is not None else ""))
+        os.chmod(hba, 0o600)
+        user = self._server_user()
+        if user is not None:
+            os.chown(hba, user.pw_uid, user.pw_gid)
+
+    def _set_password(self) -> None:
+        import psycopg
+        from psycopg import sql
+
+        try:
+            with psycopg.connect(self.socket_conninfo, autocommit=True, connect_timeout=10) as conn:
+                conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                    sql.Identifier(SERVER_USER), sql.Literal(self.password)))
+        except psycopg.Error as exc:
+            raise EmbeddedPostgresError(f"cannot set the cluster's password: {exc}") from None
+
     def _pg_ctl_start(self) -> None:
         options = [
             f"-p {self.port}",
             f"-k {self.root}",
-            "-c listen_addresses=127.0.0.1",
+            "-c listen_addresses=" + ("127.0.0.1" if self.listen is None else f"127.0.0.1,{self.listen}"),
         ]
         if not self.durable:
             options.extend(THROWAWAY_OPTIONS)

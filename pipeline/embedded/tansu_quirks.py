@@ -21,7 +21,9 @@ The quirks, numbered as in the notes, and where each is handled:
 5. Idempotent / transactional producers fail -> :func:`producer_kwargs` and
    :func:`faust_settings` force at-least-once; :func:`check_app` refuses exactly-once.
 6. ``list_consumer_group_offsets`` without partitions is undecodable -> :func:`committed_offsets`.
-7. Faust web port collisions -> :func:`web_port_for` (a busy port falls back to a free one).
+7. (gone) Faust web port collisions used to fall back to a free port here; the web port is now the
+   agent edge's, for every broker (:mod:`pipeline.agents.edge`: a taken port is an error, and hooks
+   find a worker's actual port in the worker registry).
 
 The private internals touched here belong to the exact versions in :data:`PINNED`;
 :func:`check_versions` fails loudly when they change, so a silent upgrade cannot bring the data
@@ -31,7 +33,6 @@ loss of quirk 3 back.
 from __future__ import annotations
 
 import logging
-import socket
 import types
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -94,7 +95,7 @@ def check_versions() -> None:
         raise QuirkVersionError("aiokafka GroupCoordinator._maybe_leave_group is gone; the Tansu fix needs it")
 
 
-# ----------------------------------------------------------------------------- settings (1, 4, 5, 7)
+# ----------------------------------------------------------------------------- settings (1, 4, 5)
 
 
 def consumer_kwargs(embedded: bool) -> dict[str, Any]:
@@ -135,29 +136,6 @@ def check_app(app: Any) -> None:
             "exactly-once processing needs idempotent/transactional producers, which the embedded "
             "Tansu broker does not support; use processing_guarantee=at_least_once"
         )
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
-def web_port_for(settings: Settings, requested: int | None = None) -> int:
-    """The Faust web port to use. 0 picks a free one; on the embedded broker (several workers on one
-    host, quirk 7) a busy port also falls back to a free one, with a warning."""
-    port = settings.web_port if requested is None else requested
-    if port == 0 or (settings.broker_is_embedded and not port_is_free(port)):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            free = int(sock.getsockname()[1])
-        if port != 0:
-            log.warning("web port %d is in use; this worker's web server uses port %d instead", port, free)
-        return free
-    return port
 
 
 # ----------------------------------------------------------------------------- 2: generation-0 LeaveGroup

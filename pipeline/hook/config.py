@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 import os
 
+from pipeline.hook.credential import state_base
 from pipeline.hook.protocol import DEFAULT_HARNESS, HOOK_CHANNELS
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-DEFAULT_URL = "http://127.0.0.1:6066"
 DEFAULT_DEADLINE_MS = 800.0
 DEFAULT_MAX_CHARS = 10_000
 DEFAULT_WARM_TURNS = 4
@@ -25,13 +25,17 @@ MAX_WARM_TURNS = 64
 
 OPTIONS: tuple[tuple[str, str, str], ...] = (
     # (flag, variable, help): the flags of 'volunteer hook user-prompt', each mirroring a variable.
-    ("--url", "VOLUNTEER_HOOK_URL", "The worker's web address (default http://127.0.0.1:6066)."),
+    ("--url", "VOLUNTEER_HOOK_URL",
+     "A worker's web address; default: the live workers of this stack in the worker registry."),
     ("--deadline-ms", "VOLUNTEER_HOOK_DEADLINE_MS", "Total time budget from process start (default 800)."),
     ("--max-chars", "VOLUNTEER_HOOK_MAX_CHARS", "Output cap in characters (default and maximum 10000)."),
     ("--warm-turns", "VOLUNTEER_HOOK_WARM_TURNS",
      "Transcript turns sent with a session's first prompt, and at most that many replies later (default 4)."),
     ("--state-dir", "VOLUNTEER_HOOK_STATE_DIR",
      "Per-session state and the heartbeat (default ~/.local/state/volunteer/hooks)."),
+    ("--broker", "VOLUNTEER_BROKER", "The stack's broker, as the worker was given it (picks the stack's workers)."),
+    ("--app-id", "VOLUNTEER_APP_ID", "The stack's app id (default volunteer-stream)."),
+    ("--ca-file", "VOLUNTEER_WEB_TLS_CAFILE", "CA bundle that verifies https:// workers (default: the system's)."),
     ("--source", "VOLUNTEER_SOURCE", "Brain source to resolve against (default: the worker's)."),
     ("--enabled", "VOLUNTEER_HOOKS", "Kill switch: 0, false, off or no makes the hook do nothing at all."),
 )
@@ -55,8 +59,8 @@ def _home(env: Mapping[str, str]) -> str:
 
 
 def default_state_dir(env: Mapping[str, str]) -> str:
-    base = env.get("XDG_STATE_HOME", "").strip() or os.path.join(_home(env), ".local", "state")
-    return os.path.join(base, "volunteer", "hooks")
+    """``<state dir>/hooks`` (see :func:`pipeline.hook.credential.state_base`)."""
+    return os.path.join(state_base(env), "hooks")
 
 
 def transcript_root(harness: str, env: Mapping[str, str]) -> str:
@@ -72,13 +76,17 @@ def hooks_enabled(env: Mapping[str, str]) -> bool:
 
 
 class HookConfig:
-    __slots__ = ("deadline_ms", "harness", "max_chars", "source_id", "state_dir", "transcript_root", "url",
-                 "warm_turns")
+    __slots__ = ("cafile", "deadline_ms", "env", "harness", "max_chars", "source_id", "state_base", "state_dir",
+                 "transcript_root", "url", "warm_turns")
 
-    def __init__(self, harness: str, url: str, deadline_ms: float, max_chars: int, warm_turns: int,
-                 state_dir: str, transcript_root: str, source_id: str | None) -> None:
+    def __init__(self, harness: str, url: str | None, deadline_ms: float, max_chars: int, warm_turns: int,
+                 state_dir: str, transcript_root: str, source_id: str | None, *, state_base: str = "",
+                 cafile: str | None = None, env: Mapping[str, str] | None = None) -> None:
         self.harness = harness
-        self.url = url
+        self.url = url  # None: find the stack's workers in the registry (pipeline.hook.registry)
+        self.state_base = state_base
+        self.cafile = cafile
+        self.env = env if env is not None else {}
         self.deadline_ms = deadline_ms
         self.max_chars = max_chars
         self.warm_turns = warm_turns
@@ -96,13 +104,17 @@ class HookConfig:
         if harness not in HOOK_CHANNELS:
             harness = DEFAULT_HARNESS
         source = env.get("VOLUNTEER_SOURCE", "").strip()
+        url = env.get("VOLUNTEER_HOOK_URL", "").strip().rstrip("/")
         return cls(
             harness=harness,
-            url=(env.get("VOLUNTEER_HOOK_URL", "").strip() or DEFAULT_URL).rstrip("/"),
+            url=url or None,
             deadline_ms=_number(env, "VOLUNTEER_HOOK_DEADLINE_MS", DEFAULT_DEADLINE_MS, 0, 60_000),
             max_chars=int(_number(env, "VOLUNTEER_HOOK_MAX_CHARS", DEFAULT_MAX_CHARS, 200, DEFAULT_MAX_CHARS)),
             warm_turns=int(_number(env, "VOLUNTEER_HOOK_WARM_TURNS", DEFAULT_WARM_TURNS, 0, MAX_WARM_TURNS)),
             state_dir=env.get("VOLUNTEER_HOOK_STATE_DIR", "").strip() or default_state_dir(env),
             transcript_root=transcript_root(harness, env),
             source_id=source or None,
+            state_base=state_base(env),
+            cafile=env.get("VOLUNTEER_WEB_TLS_CAFILE", "").strip() or None,
+            env=env,
         )

@@ -14,6 +14,8 @@ import json
 import os
 import time
 
+from pipeline.hook.private import open_private, private_dir, write_private
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
     from typing import Any
@@ -107,8 +109,8 @@ def record_call(state_dir: str | os.PathLike[str], call: CallRecord, now_ms: int
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     path = heartbeat_path(state_dir)
     try:
-        os.makedirs(os.fspath(state_dir), mode=0o700, exist_ok=True)
-        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        private_dir(os.fspath(state_dir))
+        fd = open_private(path + ".lock")
     except OSError:
         return False
     try:
@@ -122,10 +124,7 @@ def record_call(state_dir: str | os.PathLike[str], call: CallRecord, now_ms: int
             return False
         data = _load(path)
         apply_call(data, call, now_ms)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(data, separators=(",", ":")))
-        os.replace(tmp, path)
+        write_private(path, json.dumps(data, separators=(",", ":")).encode("utf-8"))
         return True
     except OSError:
         return False

@@ -11,6 +11,7 @@ import json
 import socket
 import time
 
+from pipeline.hook.credential import AUTH_HEADER, PROOF_HEADER, answer_is_proven, new_nonce, sign_request
 from pipeline.hook.protocol import dumps
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
@@ -29,19 +30,22 @@ class WorkerUnavailable(Exception):
 
 
 def split_url(base_url: str) -> tuple[str, int, str]:
-    """``http://host:port/prefix`` -> (host, port, prefix); raises :class:`WorkerUnavailable`."""
+    """``http[s]://host:port/prefix`` -> (host, port, prefix); raises :class:`WorkerUnavailable`."""
     rest = base_url.strip()
+    default_port = "443" if rest.startswith("https://") else "80"
     if rest.startswith("http://"):
         rest = rest[7:]
+    elif rest.startswith("https://"):
+        rest = rest[8:]
     elif "://" in rest:
         raise WorkerUnavailable("bad_url", base_url)
     hostport, _, prefix = rest.partition("/")
     if hostport.startswith("["):  # [IPv6]:port
         host, _, after = hostport[1:].partition("]")
-        port_text = after[1:] if after.startswith(":") else "80"
+        port_text = after[1:] if after.startswith(":") else default_port
     else:
         host, colon, port_text = hostport.partition(":")
-        port_text = port_text if colon else "80"
+        port_text = port_text if colon else default_port
     try:
         port = int(port_text)
     except ValueError:
@@ -62,6 +66,10 @@ def _dechunk(body: bytes) -> bytes:
         pos = end + 2 + size + 2
 
 
+def response_headers(lines: list[bytes]) -> dict[bytes, bytes]:
+    return {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
+
+
 def parse_response(raw: bytes) -> tuple[int, bytes]:
     head, sep, body = raw.partition(b"\r\n\r\n")
     if not sep:
@@ -71,7 +79,7 @@ def parse_response(raw: bytes) -> tuple[int, bytes]:
         status = int(lines[0].split()[1])
     except (IndexError, ValueError):
         raise WorkerUnavailable("not_a_worker", "no HTTP status line") from None
-    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
+    headers = response_headers(lines)
     try:
         if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
             body = _dechunk(body)
@@ -85,18 +93,31 @@ def parse_response(raw: bytes) -> tuple[int, bytes]:
     return status, body
 
 
-def post_json(base_url: str, path: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """POST ``body`` and return the decoded JSON object; any failure is :class:`WorkerUnavailable`."""
-    deadline = time.monotonic() + timeout_s
-    if timeout_s <= 0:
-        raise WorkerUnavailable("deadline")
-    host, port, prefix = split_url(base_url)
-    data = dumps(body).encode("utf-8", "surrogatepass")
-    request = (f"POST {prefix}{path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-               f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode("ascii") + data
+class Transport:
+    """How the hook reaches workers: the shared secret, and the TLS context for ``https://`` URLs."""
+
+    __slots__ = ("_ssl", "cafile", "token")
+
+    def __init__(self, token: str | None, cafile: str | None = None) -> None:
+        self.token = token
+        self.cafile = cafile
+        self._ssl: Any = None
+
+    def wrap(self, sock: socket.socket, host: str) -> socket.socket:
+        if self._ssl is None:
+            import ssl  # only for workers on other hosts: ~10 ms the loopback path does not pay
+
+            self._ssl = ssl.create_default_context(cafile=self.cafile or None)
+        wrapped: socket.socket = self._ssl.wrap_socket(sock, server_hostname=host)
+        return wrapped
+
+
+def _exchange(base_url: str, request: bytes, deadline: float, transport: Transport | None) -> bytes:
+    host, port, _ = split_url(base_url)
     chunks: list[bytes] = []
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        with socket.create_connection((host, port), timeout=max(0.001, deadline - time.monotonic())) as raw:
+            sock = transport.wrap(raw, host) if transport is not None and base_url.startswith("https://") else raw
             sock.sendall(request)
             received = 0
             while True:
@@ -116,8 +137,40 @@ def post_json(base_url: str, path: str, body: dict[str, Any], timeout_s: float) 
     except ConnectionRefusedError:
         raise WorkerUnavailable("no_worker") from None
     except OSError as exc:
+        if type(exc).__name__.startswith("SSL"):
+            raise WorkerUnavailable("tls_refused", type(exc).__name__) from None
         raise WorkerUnavailable("worker_io", type(exc).__name__) from None
-    status, payload = parse_response(b"".join(chunks))
+    return b"".join(chunks)
+
+
+def post_json(base_url: str, path: str, body: dict[str, Any], timeout_s: float,
+              transport: Transport | None = None) -> dict[str, Any]:
+    """POST ``body`` and return the decoded JSON object; any failure is :class:`WorkerUnavailable`.
+
+    With a secret (``transport.token``) the request is signed and the answer must carry the
+    worker's proof (:mod:`pipeline.hook.credential`); an answer without a valid proof is
+    ``unauthenticated_worker`` and none of it is used.
+    """
+    deadline = time.monotonic() + timeout_s
+    if timeout_s <= 0:
+        raise WorkerUnavailable("deadline")
+    host, port, prefix = split_url(base_url)
+    data = dumps(body).encode("utf-8", "surrogatepass")
+    token = transport.token if transport is not None else None
+    auth, request_mac = "", ""
+    if token:
+        auth = sign_request(token, "POST", prefix + path, data, int(time.time() * 1000), new_nonce())
+        request_mac = auth.rsplit(".", 1)[1]
+        auth = f"{AUTH_HEADER}: {auth}\r\n"
+    request = (f"POST {prefix}{path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+               f"{auth}Content-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode("ascii") + data
+    raw = _exchange(base_url, request, deadline, transport)
+    status, payload = parse_response(raw)
+    if token:
+        head = raw.partition(b"\r\n\r\n")[0].split(b"\r\n")
+        proof = response_headers(head).get(PROOF_HEADER.lower().encode("ascii"), b"").decode("ascii", "replace")
+        if not proof or not answer_is_proven(token, request_mac, status, payload, proof):
+            raise WorkerUnavailable("unauthenticated_worker", f"HTTP {status}")
     try:
         obj = json.loads(payload)
     except (ValueError, RecursionError):
@@ -125,5 +178,7 @@ def post_json(base_url: str, path: str, body: dict[str, Any], timeout_s: float) 
     if not isinstance(obj, dict):
         raise WorkerUnavailable("not_a_worker", f"HTTP {status}")
     if status >= 400:
+        if status == 409 and obj.get("status") == "out_of_range":
+            return obj  # the caller renumbers
         raise WorkerUnavailable(f"http_{status}", str(obj.get("error", ""))[:80])
     return obj

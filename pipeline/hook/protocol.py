@@ -32,8 +32,13 @@ TURNS_PATH = "/volunteer/hook/turns"
 """POST: publish a session's new turns (and pending deliveries), then wait for one turn's pages."""
 DELIVERED_PATH = "/volunteer/hook/delivered"
 """POST: publish a delivery record (what the hook printed)."""
+HELLO_PATH = "/volunteer/hook/hello"
+"""POST ``{}``: the handshake. Answers nothing but the worker's proof (:mod:`pipeline.hook.credential`),
+so the hook knows it talks to a worker holding the secret before it sends a prompt."""
 HEALTH_PATH = "/volunteer/hook/health"
 """GET: the worker answers hooks (used by the bench and the doctor)."""
+HOOK_PATHS: tuple[str, ...] = (TURNS_PATH, DELIVERED_PATH, HELLO_PATH, HEALTH_PATH)
+"""The only paths a worker's web server answers (Faust's own routes are refused, see agents/edge.py)."""
 ROUTED_HEADER = "X-Volunteer-Routed"
 """Set on a request a worker forwarded to the partition owner, so it is never forwarded again."""
 
@@ -41,6 +46,8 @@ DELIVERY_PREFIX = b'{"kind":"delivered",'
 MAX_SLUGS_PER_DELIVERY = 64
 MAX_SLUG_CHARS = 1024
 MAX_WAIT_MS = 10_000
+MAX_DELIVERIES_PER_REQUEST = 16
+"""Delivery records one ``/turns`` request may carry (the hook sends older unsent ones in later calls)."""
 
 
 def dumps(obj: Any) -> str:

@@ -13,6 +13,8 @@ import json
 import os
 import time
 
+from pipeline.hook.private import open_private, private_dir, write_private
+
 try:  # the bare BLAKE2 module: hashlib would also load OpenSSL, a few ms of the hook's start-up
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - other Python builds
@@ -100,8 +102,8 @@ class SessionStateFile:
         self._fd: int | None = None
 
     def __enter__(self) -> SessionStateFile:
-        os.makedirs(self.dir, mode=0o700, exist_ok=True)
-        fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        private_dir(self.dir)
+        fd = open_private(self.path + ".lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
         except BaseException:
@@ -120,13 +122,7 @@ class SessionStateFile:
         return self
 
     def save(self) -> None:
-        tmp = f"{self.path}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, self.state.to_json(self.session_id))
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        write_private(self.path, self.state.to_json(self.session_id))
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

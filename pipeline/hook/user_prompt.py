@@ -25,9 +25,20 @@ import sys
 import time
 
 from pipeline.hook.config import HookConfig, hooks_enabled
+from pipeline.hook.credential import CredentialError, load_token
 from pipeline.hook.heartbeat import CallRecord, record_call
-from pipeline.hook.http import WorkerUnavailable, post_json
-from pipeline.hook.protocol import DELIVERED_PATH, TURNS_PATH, BadReply, Delivery, items_from_answer
+from pipeline.hook.http import Transport, WorkerUnavailable, post_json
+from pipeline.hook.protocol import (
+    DELIVERED_PATH,
+    HELLO_PATH,
+    MAX_DELIVERIES_PER_REQUEST,
+    MAX_TURN_NUMBER,
+    TURNS_PATH,
+    BadReply,
+    Delivery,
+    items_from_answer,
+)
+from pipeline.hook.registry import Ambiguous, urls_for
 from pipeline.hook.render import fit
 from pipeline.hook.state import SessionHookState, SessionStateFile, prompt_digest, sweep_old_sessions
 from pipeline.hook.transcript import TranscriptRefused, confine, read_new
@@ -43,6 +54,8 @@ RESPONSE_MARGIN_S = 0.03
 FINISH_RESERVE_S = 0.03
 """The timer fires this much before the deadline, leaving time to record the heartbeat and exit."""
 MAX_SESSION_ID_CHARS = 256
+HELLO_TIMEOUT_S = 0.25
+"""At most this long per candidate worker for the handshake, so a hung one leaves time for the next."""
 
 
 class Deadline(BaseException):
@@ -113,6 +126,8 @@ class Call:
         self.deadline = deadline
         self.emit = emit
         self.record = CallRecord(cfg.channel)
+        self.url = ""
+        self.transport = Transport(None, cfg.cafile)
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -131,6 +146,8 @@ class Call:
         if not isinstance(prompt, str) or not prompt.strip():
             self.record.outcome, self.record.reason = "nothing", "empty_prompt"
             return None
+        if not self.connect():
+            return None
         with SessionStateFile(self.cfg.state_dir, self.cfg.channel, session_id) as sf:
             if sf.state.is_new:
                 sweep_old_sessions(self.cfg.state_dir)
@@ -142,6 +159,41 @@ class Call:
                 return None
             self.deliver(sf, session_id, answer)
         return None
+
+    def connect(self) -> bool:
+        """Find a worker that proves it holds the secret, before anything of the prompt is sent.
+
+        Candidates: ``VOLUNTEER_HOOK_URL``, else the live workers of this stack in the registry
+        (freshest first). Each gets a body-free signed ``hello``; the first whose answer carries a
+        valid proof is used. A squatter on a worker's old port gets the hello only (no prompt,
+        no secret) and cannot answer it, so nothing it sends is printed.
+        """
+        cfg = self.cfg
+        try:
+            token = load_token(cfg.env, create=False)
+        except CredentialError:
+            self.degrade("credential_unreadable")
+            return False
+        if token is None:
+            self.degrade("no_credential")  # no worker ever ran for this user (it creates the secret)
+            return False
+        self.transport.token = token
+        try:
+            candidates = [cfg.url] if cfg.url else urls_for(cfg.state_base, cfg.env)
+        except Ambiguous:
+            self.degrade("ambiguous_stack")
+            return False
+        reason = "no_worker"
+        for url in candidates:
+            try:
+                post_json(url, HELLO_PATH, {}, min(self.remaining(), HELLO_TIMEOUT_S), self.transport)
+            except WorkerUnavailable as exc:
+                reason = exc.reason
+                continue
+            self.url = url
+            return True
+        self.degrade(reason)
+        return False
 
     def new_turns(self, state: SessionHookState, transcript_path: Any,
                   prompt: str) -> list[tuple[str, str]] | None:
@@ -170,9 +222,11 @@ class Call:
         """Reserve numbers, POST, handle the answer; returns ``{"turn", "pages"}`` or None."""
         state = sf.state
         for attempt in range(2):
+            if state.last_turn + len(turns) > MAX_TURN_NUMBER:
+                state.last_turn = 0  # out of range: start again, the worker's answer renumbers us
             numbers = state.reserve(len(turns))
             sf.save()  # numbers are used up before anything is published
-            pending = list(state.pending)
+            pending = list(state.pending)[:MAX_DELIVERIES_PER_REQUEST]
             body = {
                 "session_id": session_id,
                 "channel": self.cfg.channel,
@@ -184,7 +238,7 @@ class Call:
                 "wait_ms": max(0, int((self.remaining() - RESPONSE_MARGIN_S) * 1000)),
             }
             try:
-                answer = post_json(self.cfg.url, TURNS_PATH, body, self.remaining())
+                answer = post_json(self.url, TURNS_PATH, body, self.remaining(), self.transport)
             except WorkerUnavailable as exc:
                 self.degrade(exc.reason)
                 return None
@@ -193,16 +247,21 @@ class Call:
                 state.pending = state.pending[len(pending):]
                 sf.save()
             status = answer.get("status")
+            last = answer.get("last_turn")
             if status == "duplicate" and attempt == 0:
                 # The worker's session is ahead of our numbering (state file lost): catch up, retry once.
-                last = answer.get("last_turn")
-                if isinstance(last, int) and last > state.last_turn:
+                if isinstance(last, int) and not isinstance(last, bool) and last > state.last_turn:
+                    state.last_turn = last
+                continue
+            if status == "out_of_range" and attempt == 0:
+                # Our numbering is far beyond the session's (a corrupted or foreign state file): renumber.
+                if isinstance(last, int) and not isinstance(last, bool) and 0 <= last < MAX_TURN_NUMBER:
                     state.last_turn = last
                 continue
             if status != "ok":
                 self.degrade("deadline" if status == "timeout" else f"worker_{status}"[:40])
                 return None
-            return {"turn": numbers[-1], "pages": answer.get("pages")}
+            return {"turn": numbers[-1], "pages": answer.get("pages"), "nonce": answer.get("nonce")}
         self.degrade("turn_resync")
         return None
 
@@ -225,8 +284,9 @@ class Call:
         delivery = Delivery(session_id, int(answer["turn"]), tuple(dict.fromkeys(p["slug"] for p in printed)),
                             self.cfg.channel, int(time.time() * 1000))
         report = delivery.to_obj()
+        report["nonce"] = answer.get("nonce")  # the worker accepts a delivery only with its proposal's nonce
         try:
-            post_json(self.cfg.url, DELIVERED_PATH, report, self.remaining())
+            post_json(self.url, DELIVERED_PATH, report, self.remaining(), self.transport)
         except (WorkerUnavailable, Deadline):
             sf.state.pending.append(report)  # sent with the next call of this session
             sf.save()

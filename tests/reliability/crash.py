@@ -50,6 +50,7 @@ class BackgroundProducer(threading.Thread):
         self.chunk = chunk
         self.sent = 0
         self.error: BaseException | None = None
+        self.stopping = threading.Event()  # set: stop after the current chunk (``sent`` says how far)
 
     def run(self) -> None:
         try:
@@ -62,6 +63,8 @@ class BackgroundProducer(threading.Thread):
         await producer.start()
         try:
             for start in range(0, len(self.items), self.chunk):
+                if self.stopping.is_set():
+                    break
                 began = time.monotonic()
                 part = self.items[start:start + self.chunk]
                 await send_records(producer, self.settings.topic_turns, part)

@@ -6,7 +6,8 @@ session table, every log line at INFO and above — is collected here as *string
 (records, the changelog's state after its binary header, JSON log lines) are decoded and every
 string in them taken, because a text with a quote or a newline is escaped in JSON and a raw byte
 search would miss it. Strings are compared case-folded with whitespace collapsed, so a lowercased or
-normalised copy of a turn counts as a leak too.
+normalised copy of a turn counts as a leak too. :func:`find_words` looks for single words (the
+canaries planted in the workload's turns), so even one word of a conversation is caught.
 """
 
 from __future__ import annotations
@@ -137,6 +138,17 @@ def find_leaks(texts: Iterable[str], haystack: Iterable[tuple[str, str]], min_le
             if needle in folded:
                 leaks.append((where, originals[needle]))
     return leaks
+
+
+def find_words(words: Iterable[str], haystack: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``(where, word)`` for every word (case-folded) found inside a haystack string: the canary check,
+    which catches a single word of a turn where :func:`find_leaks` needs a whole text."""
+    pattern = re.compile("|".join(re.escape(fold(w)) for w in sorted(words, key=len, reverse=True)))
+    leaks: set[tuple[str, str]] = set()
+    for where, hay in haystack:
+        for match in pattern.finditer(fold(hay)):
+            leaks.add((where, match.group(0)))
+    return sorted(leaks)
 
 
 # ----------------------------------------------------------------------------- the brain's private content

@@ -27,6 +27,7 @@ from tests.reliability.crash import CrashFigures, CrashPlan, run_crash
 from tests.reliability.privacy import (
     database_strings,
     find_leaks,
+    find_words,
     fold,
     log_strings,
     private_strings,
@@ -53,11 +54,11 @@ class CrashOutcome:
 
 
 def crash_outcome(broker_url: str, database_url: str, brain: BrainIndex, pool: Workers, *, turns: int,
-                  plan: CrashPlan, rate: float, concurrent: int = 300) -> CrashOutcome:
+                  plan: CrashPlan, rate: float, concurrent: int = 300, canary_share: float = 0.0) -> CrashOutcome:
     names = new_names()
     settings = settings_for(broker_url, names, database_url=database_url, topic_partitions=4)
     run(ensure_topics(settings))
-    workload = build_workload(turns, seed=plan.seed, concurrent=concurrent)
+    workload = build_workload(turns, seed=plan.seed, concurrent=concurrent, canary_share=canary_share)
     expected = expected_events(workload, brain)
     plan.rate = rate
     figures = run_crash(settings, workload, expected, plan, lambda: pool.start(settings))
@@ -79,9 +80,10 @@ def assert_exact(outcome: CrashOutcome, kills: int) -> None:
 @pytest.fixture(scope="module")
 def short_crash(module_broker_url: str, module_database_url: str, conformance_brain: BrainIndex,
                 module_workers: Workers) -> Iterator[CrashOutcome]:
-    """One worker, ~4,000 turns, 3 SIGKILLs: shared with the privacy test, which reads its outputs."""
+    """One worker, ~4,000 turns, 3 SIGKILLs: shared with the privacy test, which reads its outputs
+    (a quarter of the turns carry canary words for it)."""
     yield crash_outcome(module_broker_url, module_database_url, conformance_brain, module_workers, turns=4000,
-                        plan=CrashPlan(workers=1, kills=3, seed=4242), rate=220)
+                        plan=CrashPlan(workers=1, kills=3, seed=4242), rate=220, canary_share=0.25)
 
 
 def test_one_worker_killed_three_times_loses_and_duplicates_nothing(short_crash: CrashOutcome) -> None:
@@ -89,27 +91,29 @@ def test_one_worker_killed_three_times_loses_and_duplicates_nothing(short_crash:
 
 
 def test_no_conversation_text_outside_the_turns_topic(short_crash: CrashOutcome) -> None:
-    """Privacy on the crash run: turn texts (>= 20 chars) appear in no table, no topic but ``turns`` /
-    ``turns-dlq`` (the session table's changelog included), no INFO+ log line; every rationale is the
-    spec's template over the display; no take or private fact of the brain reaches ``volunteered``."""
+    """Privacy on the crash run, word by word: no canary word planted in the turns, and no turn text
+    (>= 20 chars), appears in any table, any topic but ``turns`` (the session table's changelog and
+    ``turns-dlq`` included), or any INFO+ log line; every rationale is the spec's template over the
+    display; no take or private fact of the brain reaches ``volunteered``."""
     settings = short_crash.settings
-    texts = short_crash.workload.texts()
+    workload = short_crash.workload
+    texts = workload.texts()
     database = list(database_strings(settings.database_url))
-    topics = run(topic_strings(settings, (short_crash.prefix,), exclude=(settings.topic_turns, settings.topic_dlq)),
-                 timeout=300)
+    topics = run(topic_strings(settings, (short_crash.prefix,), exclude=(settings.topic_turns,)), timeout=300)
     logs = list(log_strings(short_crash.figures.logs))
     checked_topics = {topic for topic, _ in topics}
-    assert {settings.topic_volunteered, f"{settings.app_id}-sessions-changelog"} <= checked_topics
-    leaks = find_leaks(texts, [*database, *topics, *logs])
     changelog = f"{settings.app_id}-sessions-changelog"
-    # Known limit (docs/security.md): the session table keeps the window as entity candidates; a turn
-    # that is nothing but one candidate run (e.g. "Bernardita Leeは元気ですか") is kept whole.
-    whole_turn_candidates = [t for where, t in leaks if where == changelog and is_one_candidate(t)]
-    print(f"\nprivacy: {sum(len(t) >= 20 for t in texts)} turn texts checked against {len(database)} table values, "
-          f"{len(topics)} strings of {len(checked_topics)} topics, {len(logs)} log strings; leaks {len(leaks)}, "
-          f"of which turns that are a single entity candidate, in the changelog: {len(whole_turn_candidates)}")
-    assert [leak for leak in leaks if leak[1] not in whole_turn_candidates] == []
-    assert len(whole_turn_candidates) <= 0.01 * len(texts)
+    assert {settings.topic_volunteered, changelog} <= checked_topics
+    brain_text = fold((CONFORMANCE_BRAIN / "pages.jsonl").read_text(encoding="utf-8"))
+    canaries = workload.canaries
+    assert len(canaries) > 1000 and not [w for w in canaries if fold(w) in brain_text]
+    haystack = [*database, *topics, *logs]
+    word_leaks = find_words(canaries, haystack)
+    leaks = find_leaks(texts, haystack)
+    print(f"\nprivacy: {len(canaries)} canary words and {sum(len(t) >= 20 for t in texts)} turn texts checked "
+          f"against {len(database)} table values, {len(topics)} strings of {len(checked_topics)} topics, "
+          f"{len(logs)} log strings; word leaks {len(word_leaks)}, turn leaks {len(leaks)}")
+    assert word_leaks == [] and leaks == []
 
     events = [Volunteered.from_json(r.value) for r in
               run(read_all(settings, settings.topic_volunteered, idle_s=1.0), timeout=120) if r.value is not None]
@@ -122,17 +126,18 @@ def test_no_conversation_text_outside_the_turns_topic(short_crash: CrashOutcome)
     assert sum(e.slug in slugs_with_secrets for e in events) > 10  # pages with secrets were volunteered
 
 
-def is_one_candidate(text: str) -> bool:
-    """The turn text is, whole, one of its own entity candidates."""
-    return any(fold(c[0]) == fold(text) for c in extract_candidates(text))
-
-
-@pytest.mark.xfail(strict=True, reason="known limit: a turn that is a single entity candidate run is kept "
-                                       "whole in the session changelog (docs/security.md)")
-def test_the_session_changelog_holds_no_whole_turn(short_crash: CrashOutcome) -> None:
+def test_the_session_changelog_holds_no_candidate_word(short_crash: CrashOutcome) -> None:
+    """The limit the docs used to state (a turn that is one candidate run kept whole in the changelog)
+    is gone: states are sealed, so not even one candidate word of any turn is readable there, while
+    the canaries were candidates (the run volunteered pages, so states held windows)."""
     settings = short_crash.settings
     changelog = f"{settings.app_id}-sessions-changelog"
     strings = run(topic_strings(settings, (changelog,), exclude=()), timeout=300)
+    assert strings  # keys (session ids) at least
+    candidate_words = {word for text in short_crash.workload.texts() for cand in extract_candidates(text)
+                       for word in cand[0].split() if len(word) >= 6}
+    assert len(candidate_words) > 1000
+    assert find_words(candidate_words, strings) == []
     assert find_leaks(short_crash.workload.texts(), strings) == []
 
 

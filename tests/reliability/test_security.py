@@ -254,11 +254,12 @@ def worker_role(migrated_database_url: str) -> Iterator[tuple[str, str]]:
     import_brain(migrated_database_url, pages, aliases)
     role = f"vw_{uuid.uuid4().hex[:10]}"
     result = CliRunner().invoke(cli_main, ["migrate", "--database-url", migrated_database_url,
-                                           "--create-worker-role", role], catch_exceptions=False)
+                                           "--create-worker-role", role], catch_exceptions=False,
+                                env={"VOLUNTEER_WORKER_ROLE_PASSWORD": role})  # TCP logins need one
     assert result.exit_code == 0, result.output
     assert f"worker role {role} created" in result.output
     parts = migrated_database_url.split("@", 1)
-    role_url = f"postgresql://{role}@{parts[1]}"
+    role_url = f"postgresql://{role}:{role}@{parts[1]}"
     try:
         yield role, role_url
     finally:

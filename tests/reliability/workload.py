@@ -11,6 +11,10 @@ Half the sessions carry a ``ts`` (then ``volunteered_at`` is exact and checked),
 Turns of many sessions are interleaved the way live traffic is: a pool of concurrently active
 sessions, one random active session speaks next, a finished session is replaced by a new one. Each
 session's own order is kept, which is all the pipeline promises to respect.
+
+With ``canary_share`` > 0, that share of the turns ends with a made-up person's name of two
+unique invented words ("… asked Zovatrik Melquanor."): a name is an entity candidate, so it enters
+the session state, which is exactly where the privacy test looks for it, word by word.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class Workload:
     meta: dict[tuple[str, int], TurnMeta] = field(default_factory=dict)  # (session, number) -> meta
     numbered_sessions: int = 0
     unnumbered_sessions: int = 0
+    canaries: set[str] = field(default_factory=set)  # invented words planted in turn texts
 
     @property
     def sessions(self) -> int:
@@ -69,10 +74,24 @@ def conformance_dialogues(path: Path | None = None) -> list[list[tuple[str, str]
     return out
 
 
+_CONSONANTS = "bdfgklmnprstvxz"
+_VOWELS = "aeiou"
+
+
+def canary_word(rng: random.Random, taken: set[str]) -> str:
+    """A capitalised invented word of 8 letters that no earlier call returned."""
+    while True:
+        word = "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(4)).capitalize()
+        if word not in taken:
+            taken.add(word)
+            return word
+
+
 def build_workload(turns_target: int, *, seed: int, concurrent: int = 300, numbered_share: float = 0.5,
-                   prefix: str = "w") -> Workload:
+                   prefix: str = "w", canary_share: float = 0.0) -> Workload:
     """At least ``turns_target`` turns (whole sessions only), deterministic for a given seed."""
     rng = random.Random(seed)
+    canary_rng = random.Random(seed + 1)  # its own stream: the sessions stay those of the seed
     dialogues = conformance_dialogues()
     work = Workload([])
     planned = 0
@@ -88,6 +107,8 @@ def build_workload(turns_target: int, *, seed: int, concurrent: int = 300, numbe
         turns = []
         for i, (role, text) in enumerate(dialogue):
             ts = BASE_TS_MS + index * 7_919 + i * 1_000 if with_ts else None
+            if canary_rng.random() < canary_share:
+                text = f"{text} asked {canary_word(canary_rng, work.canaries)} {canary_word(canary_rng, work.canaries)}."
             turns.append(Turn(sid, role, text, number if numbered else None, ts, None, channel))
             work.meta[(sid, number)] = TurnMeta(number, ts, channel)
             number += rng.choice((1, 1, 1, 2)) if numbered else 1

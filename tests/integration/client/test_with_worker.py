@@ -22,6 +22,7 @@ import pytest
 from pipeline.client import TurnPublisher, Volunteered, VolunteeredConsumer
 from pipeline.settings import Settings
 from tests.integration.client.helpers import ROOT, SAMPLE_BRAIN, SAMPLE_TRANSCRIPT, replay_pages, run
+from tests.services.statekey import STATE_KEY_ENV
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +43,7 @@ def worker(client_settings: Settings, migrated_database_url: str, tmp_path: Path
         "VOLUNTEER_APP_ID": client_settings.app_id,
         "VOLUNTEER_DATA_DIR": str(tmp_path / "data"),
         "PYTHONPATH": str(ROOT),
+        **STATE_KEY_ENV,
     })
     with log_path.open("wb") as log:
         proc = subprocess.Popen(

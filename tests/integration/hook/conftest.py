@@ -33,6 +33,7 @@ from pipeline.settings import Settings
 from sinks.db import with_database
 from tests.services.broker import new_names, settings_for
 from tests.services.postgres import _create_database, _drop_database
+from tests.services.statekey import STATE_KEY_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLE_BRAIN = ROOT / "pipeline" / "samples" / "brain"
@@ -45,9 +46,35 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def signed_get(url: str, path: str, state_dir: Path) -> dict[str, Any]:
+    """A GET signed with the state directory's secret, as every request to the edge must be."""
+    from pipeline.hook.credential import AUTH_HEADER, load_token, new_nonce, sign_request
+
+    token = load_token({"VOLUNTEER_STATE_DIR": str(state_dir)}, create=False)
+    assert token is not None, f"no secret in {state_dir}"
+    auth = sign_request(token, "GET", path, b"", int(time.time() * 1000), new_nonce())
+    request = urllib.request.Request(url + path, headers={AUTH_HEADER: auth})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        data: dict[str, Any] = orjson.loads(response.read())
+        return data
+
+
+def signed_post(url: str, path: str, body: dict[str, Any], state_dir: Path, timeout: float = 30) -> dict[str, Any]:
+    """POST through the hook's own client, signed with the state directory's secret (proof checked)."""
+    from pipeline.hook.credential import load_token
+    from pipeline.hook.http import Transport, post_json
+
+    token = load_token({"VOLUNTEER_STATE_DIR": str(state_dir)}, create=False)
+    assert token is not None, f"no secret in {state_dir}"
+    return post_json(url, path, body, timeout, Transport(token))
+
+
 @dataclass
 class Worker:
-    """A ``volunteer worker`` child process with its web server (the hook endpoint) on."""
+    """A ``volunteer worker`` child process with its web server (the hook endpoint) on.
+
+    ``state_dir`` is its ``VOLUNTEER_STATE_DIR`` (the hook credential and the worker registry);
+    hooks of the same test use the same one. ``web_port`` None = a free port picked here."""
 
     settings: Settings
     log_path: Path
@@ -56,6 +83,13 @@ class Worker:
     url: str = ""
     env_extra: dict[str, str] = field(default_factory=dict)
     brain: Path = SAMPLE_BRAIN
+    state_dir: Path | None = None
+    web_port: int | None = None
+    default_state: bool = False  # leave VOLUNTEER_STATE_DIR unset (state_dir is then HOME's default)
+
+    def __post_init__(self) -> None:
+        if self.state_dir is None:
+            self.state_dir = self.data_dir.parent / "volunteer-state"
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
@@ -64,7 +98,9 @@ class Worker:
                     "VOLUNTEER_TOPIC_TURNS": s.topic_turns, "VOLUNTEER_TOPIC_VOLUNTEERED": s.topic_volunteered,
                     "VOLUNTEER_TOPIC_DLQ": s.topic_dlq, "VOLUNTEER_TOPIC_PARTITIONS": str(s.topic_partitions),
                     "VOLUNTEER_APP_ID": s.app_id, "VOLUNTEER_DATA_DIR": str(self.data_dir),
-                    "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1"})
+                    "VOLUNTEER_METRICS_PORT": "0", "PYTHONUNBUFFERED": "1", **STATE_KEY_ENV})
+        if not self.default_state:
+            env["VOLUNTEER_STATE_DIR"] = str(self.state_dir)
         env.update(self.env_extra)
         return env
 
@@ -72,7 +108,8 @@ class Worker:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "pipeline", "worker", "--brain", str(self.brain), "--web-port",
-                 str(free_port())], env=self.env(), cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                 str(free_port() if self.web_port is None else self.web_port)], env=self.env(), cwd=ROOT,
+                stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
@@ -90,14 +127,13 @@ class Worker:
             if time.monotonic() > deadline:
                 raise AssertionError(f"worker not ready within {timeout}s:\n{self.log()[-3000:]}")
             time.sleep(0.05)
-        found = re.search(re.escape(HOOK_ENDPOINT_MARK) + r" (http://[^/\s]+)/", self.log())
+        found = re.findall(re.escape(HOOK_ENDPOINT_MARK) + r" (https?://[^/\s]+)/", self.log())
         assert found, self.log()[-2000:]
-        self.url = found.group(1)
+        self.url = found[-1]  # the latest start of this log
 
     def health(self) -> dict[str, Any]:
-        with urllib.request.urlopen(self.url + "/volunteer/hook/health", timeout=10) as response:
-            data: dict[str, Any] = orjson.loads(response.read())
-            return data
+        assert self.state_dir is not None
+        return signed_get(self.url, "/volunteer/hook/health", self.state_dir)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -118,10 +154,15 @@ class HookRunner:
     state_dir: Path
     env_extra: dict[str, str] = field(default_factory=dict)
     brain: Path = SAMPLE_BRAIN
+    secrets_dir: Path | None = None  # VOLUNTEER_STATE_DIR: the workers' (credential, registry)
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
-        env.update({"HOME": str(self.home), "VOLUNTEER_HOOK_URL": self.url,
+        if self.url:
+            env["VOLUNTEER_HOOK_URL"] = self.url
+        if self.secrets_dir is not None:
+            env["VOLUNTEER_STATE_DIR"] = str(self.secrets_dir)
+        env.update({"HOME": str(self.home),
                     "VOLUNTEER_HOOK_STATE_DIR": str(self.state_dir),
                     # generous: the 2 shared cores may be busy; deadline behaviour has its own tests
                     "VOLUNTEER_HOOK_DEADLINE_MS": "8000"})
@@ -184,7 +225,7 @@ def worker(hook_settings: Settings, worker_brain: Path, tmp_path_factory: pytest
 def hook(worker: Worker, tmp_path: Path) -> HookRunner:
     home = tmp_path / "home"
     (home / ".claude" / "projects").mkdir(parents=True)
-    return HookRunner(worker.url, home, tmp_path / "state")
+    return HookRunner(worker.url, home, tmp_path / "state", secrets_dir=worker.state_dir)
 
 
 def event_rows(database_url: str, session_id: str, extra: str = "") -> list[tuple[Any, ...]]:

@@ -26,7 +26,7 @@ def test_delivery_survives_a_killed_worker(hook_settings: Settings, tmp_path: Pa
     second: Worker | None = None
     try:
         first.wait_ready()
-        hook = HookRunner(first.url, home, tmp_path / "state")
+        hook = HookRunner(first.url, home, tmp_path / "state", secrets_dir=first.state_dir)
         prompt = "Did Alice Example reply about Kiteline?"
         pages = expected_items(load_brain_dir(SAMPLE_BRAIN), [("user", prompt)])  # two pointers
         assert [p["slug"] for p in pages] == [ALICE, KITELINE]

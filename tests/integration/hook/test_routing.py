@@ -52,7 +52,7 @@ def test_a_request_to_the_other_worker_is_forwarded_to_the_owner(
     (home / ".claude" / "projects").mkdir(parents=True)
     for asked, owner_partitions in ((first, owned_second), (second, owned_first)):
         sid = session_owned_by(owner_partitions, hook_settings.topic_partitions, f"routed-{asked.url[-5:]}")
-        hook = HookRunner(asked.url, home, tmp_path / "state")
+        hook = HookRunner(asked.url, home, tmp_path / "state", secrets_dir=asked.state_dir)
         result = hook(sid, "Did Alice Example reply?")
         assert result.returncode == 0
         assert f"`{ALICE}`".encode() in result.stdout, (result.stdout, hook.heartbeat())

@@ -109,7 +109,12 @@ def test_stream_consumers_get_the_turn_context_when_the_worker_is_asked(
     from pipeline.client.publisher import TurnPublisher
     from tests.integration.hook.conftest import Worker
 
-    settings = hook_settings.with_overrides(app_id=hook_settings.app_id + "-stream")
+    # Topics of its own: the module's worker (stream pointers off) must not also consume this turn and
+    # store its pages-only events first (same event ids), which made the test depend on timing.
+    from tests.services.broker import new_names, settings_for
+
+    settings = settings_for(hook_settings.broker, new_names(), database_url=hook_settings.database_url,
+                            topic_partitions=hook_settings.topic_partitions)
     worker = Worker(settings, tmp_path / "w.log", tmp_path / "d", brain=worker_brain,
                     env_extra={"VOLUNTEER_REFLEX_STREAM": "on"}).start()
     try:

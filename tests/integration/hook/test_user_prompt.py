@@ -33,6 +33,7 @@ from tests.integration.hook.conftest import (
     expected_items,
     free_port,
     printed,
+    signed_post,
     wait_rows,
 )
 
@@ -95,7 +96,7 @@ def test_reflex_off_gives_a_pages_only_block(hook_settings: Settings, tmp_path: 
                     tmp_path / "d", env_extra={"VOLUNTEER_REFLEX": "off"}).start()
     try:
         worker.wait_ready()
-        hook = HookRunner(worker.url, home, tmp_path / "state")
+        hook = HookRunner(worker.url, home, tmp_path / "state", secrets_dir=worker.state_dir)
         result = hook("noreflex-1", "Did Alice Example reply about Kiteline? Saoirse Byrne and Northwind Ventures too.")
         sections = block_sections(result.stdout)
         assert sections["pointer"] == [] and len(sections["page"]) == 3
@@ -230,7 +231,8 @@ def test_no_worker_prints_nothing_and_keeps_numbering(hook: HookRunner, hook_set
     up = hook("down-1", "Did Alice Example reply?")
     assert printed(up.stdout) == [ALICE]
     rows = wait_rows(hook_settings.database_url, "down-1", 1)
-    assert [(turn, slug) for turn, slug, *_ in rows] == [(2, ALICE)]  # number 1 was used up, never reused
+    # No worker passed the handshake, so nothing was numbered or sent: the session starts at turn 1.
+    assert [(turn, slug) for turn, slug, *_ in rows] == [(1, ALICE)]
 
 
 class SilentServer:
@@ -277,15 +279,11 @@ def test_deadline_prints_nothing_and_exits_zero(hook: HookRunner) -> None:
 
 def test_pages_proposed_after_the_deadline_are_neither_counted_nor_suppressed(
         hook: HookRunner, worker: Worker, hook_settings: Settings) -> None:
-    import urllib.request
-
     # What a hook whose deadline ran out leaves behind: the turn published, nobody waiting.
-    body = orjson.dumps({"session_id": "late-1", "channel": "claude-code", "wait_turn": 1, "wait_ms": 0,
-                         "turns": [{"role": "user", "text": "Did Alice Example reply?", "turn": 1}]})
-    request = urllib.request.Request(worker.url + "/volunteer/hook/turns", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert orjson.loads(response.read())["status"] in ("timeout", "ok")
+    body = {"session_id": "late-1", "channel": "claude-code", "wait_turn": 1, "wait_ms": 0,
+            "turns": [{"role": "user", "text": "Did Alice Example reply?", "turn": 1}]}
+    assert worker.state_dir is not None
+    assert signed_post(worker.url, "/volunteer/hook/turns", body, worker.state_dir)["status"] in ("timeout", "ok")
     # The hook's own numbering starts at 1 too: the worker says "duplicate", the hook catches up.
     result = hook("late-1", "Alice Example again?")
     assert printed(result.stdout) == [ALICE]
@@ -324,7 +322,7 @@ def test_doctor_flags_the_quiet_cases_and_reconciles(worker: Worker, hook_settin
     assert check["status"] == "warn" and "claude-code: hook installed" in check["detail"]
     assert "never called" in check["detail"] and "restart your Claude Code sessions" in check["hint"]
 
-    hook = HookRunner(worker.url, home, state)
+    hook = HookRunner(worker.url, home, state, secrets_dir=worker.state_dir)
     for _ in range(2):
         assert hook("doc-1", "Did Alice Example reply?", VOLUNTEER_HOOK_URL=f"http://127.0.0.1:{free_port()}"
                     ).stdout == b""

@@ -55,7 +55,8 @@ def data_dir() -> Iterator[Path]:
 def test_given_data_dir_survives_close_and_restart_without_data_empties(data_dir: Path) -> None:
     with EmbeddedPostgres(data_dir) as pg:
         assert pg.durable
-        assert pg.url.startswith("postgresql://postgres@127.0.0.1:")
+        assert pg.url == f"postgresql://postgres:{pg.password}@127.0.0.1:{pg.port}/postgres"
+        assert len(pg.password) >= 24 and pg.password_path.stat().st_mode & 0o777 == 0o600
         assert _one(pg.url, "SHOW fsync") == "on"  # a user's data dir is never run without fsync
         with psycopg.connect(pg.url, autocommit=True) as conn:
             conn.execute("CREATE TABLE kept (v text)")
@@ -116,3 +117,26 @@ def test_a_killed_server_reads_as_stopped_and_starts_again(data_dir: Path) -> No
         assert pg.running and _one(pg.url, "SELECT 1") == 1
     finally:
         pg.close()
+
+
+def test_tcp_login_needs_the_password_and_an_old_trust_cluster_gets_one(data_dir: Path) -> None:
+    """Any local user reaches 127.0.0.1: without the password no role may log in over TCP."""
+    with EmbeddedPostgres(data_dir) as pg:
+        bare = f"postgresql://postgres@127.0.0.1:{pg.port}/postgres?connect_timeout=5"
+        with pytest.raises(psycopg.OperationalError, match="password"):
+            psycopg.connect(bare).close()
+        wrong = f"postgresql://postgres:wrong@127.0.0.1:{pg.port}/postgres?connect_timeout=5"
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(wrong).close()
+        assert _one(pg.socket_conninfo, "SELECT 1") == 1  # the owner's socket needs none
+        hba = (pg.pgdata / "pg_hba.conf").read_text()
+        first_password = pg.password
+    # a cluster made before passwords: trust everywhere, no password file
+    (data_dir / "data" / "pg_hba.conf").write_text("local all all trust\nhost all all 127.0.0.1/32 trust\n")
+    (data_dir / "password").unlink()
+    with EmbeddedPostgres(data_dir) as pg:
+        assert pg.password != first_password
+        assert (pg.pgdata / "pg_hba.conf").read_text() == hba
+        assert _one(pg.url, "SELECT 1") == 1
+        with pytest.raises(psycopg.OperationalError, match="password"):
+            psycopg.connect(f"postgresql://postgres@127.0.0.1:{pg.port}/postgres?connect_timeout=5").close()

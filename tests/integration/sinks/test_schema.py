@@ -205,7 +205,7 @@ def worker_role(database_url: str) -> Iterator[str]:
     """A login role that owns nothing: what a locked-down worker account looks like."""
     role = f"worker_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{role}'")  # TCP logins need a password
         conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
     yield role
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -214,7 +214,9 @@ def worker_role(database_url: str) -> Iterator[str]:
 
 
 def _as(url: str, role: str) -> str:
-    return url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+    """The same URL as ``role`` (whose password is its name)."""
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://{role}:{role}@{rest.split('@', 1)[1]}"
 
 
 def test_rerun_by_a_role_that_owns_nothing(database_url: str, worker_role: str) -> None:

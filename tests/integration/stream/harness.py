@@ -12,9 +12,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +28,7 @@ from pipeline.agents.wiring import READY_MARK
 from pipeline.core.window import parse_watch_line
 from pipeline.settings import Settings
 from tests.conftest import CONFORMANCE
+from tests.services.statekey import STATE_KEY_ENV
 from topics.io import read_all
 from topics.records import Turn, Volunteered
 
@@ -168,6 +171,29 @@ def assert_rows_match(rows: list[tuple[Any, ...]], expected: dict[str, list[tupl
 # ----------------------------------------------------------------------------- workers
 
 
+@contextmanager
+def volunteer_up(**extra_env: str) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
+    """``volunteer up`` as a child process; yields it and the two settings it printed (killed at exit)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
+    env.update(extra_env)
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "up"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        stdout = proc.stdout
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(stdout.readline().decode().strip() for _ in range(2)),
+                                  daemon=True)
+        reader.start()
+        reader.join(60)
+        assert [line.split("=", 1)[0] for line in lines] == ["VOLUNTEER_BROKER", "VOLUNTEER_DATABASE_URL"]
+        yield proc, dict(line.split("=", 1) for line in lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def worker_env(settings: Settings, data_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
     env.update({
@@ -181,6 +207,7 @@ def worker_env(settings: Settings, data_dir: Path, **extra: str) -> dict[str, st
         "VOLUNTEER_DATA_DIR": str(data_dir),
         "VOLUNTEER_METRICS_PORT": "0",  # several workers per host; a test that scrapes passes its own port
         "PYTHONUNBUFFERED": "1",
+        **STATE_KEY_ENV,
     })
     env.update(extra)
     return env
@@ -195,11 +222,17 @@ class WorkerProc:
     args: list[str] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
 
+    def command(self) -> list[str]:
+        """What to run (subclasses: another host's namespace, another release)."""
+        return [sys.executable, "-m", "pipeline", "worker", "--without-web", *self.args]
+
+    def workdir(self) -> Path:
+        return ROOT
+
     def start(self) -> WorkerProc:
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "pipeline", "worker", "--without-web", *self.args],
-                                         env=self.env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(self.command(), env=self.env, cwd=self.workdir(), stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
     def log(self) -> str:
@@ -226,9 +259,16 @@ class WorkerProc:
 
     def owned_partitions(self) -> list[int]:
         """The partitions of the newest ready line."""
-        line = [ln for ln in self.log().splitlines() if READY_MARK in ln][-1]
-        inside = line.split(READY_MARK, 1)[1].split("]", 1)[0].strip(" [")
-        return [int(p) for p in inside.split(",") if p.strip()]
+        return self.ready_partitions()[-1]
+
+    def ready_partitions(self) -> list[list[int]]:
+        """The partitions of every ready line, oldest first (one per rebalance)."""
+        out = []
+        for line in self.log().splitlines():
+            if READY_MARK in line:
+                inside = line.split(READY_MARK, 1)[1].split("]", 1)[0].strip(" [")
+                out.append([int(p) for p in inside.split(",") if p.strip()])
+        return out
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
         assert self.proc is not None

@@ -8,7 +8,8 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -16,8 +17,9 @@ import psycopg
 import pytest
 
 from pipeline.settings import load_settings
-from tests.integration.stream.harness import ROOT, run
+from tests.integration.stream.harness import ROOT, run, volunteer_up
 from tests.services.broker import TestNames, settings_for
+from tests.services.statekey import STATE_KEY_ENV
 from topics.clients import make_producer
 from topics.definitions import ensure_topics
 from topics.io import read_all
@@ -29,7 +31,7 @@ pytestmark = pytest.mark.integration
 def volunteer(*args: str, env: dict[str, str] | None = None, stdin: bytes = b"",
               timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
-    base.update(env or {})
+    base.update({**STATE_KEY_ENV, **(env or {})})
     return subprocess.run([sys.executable, "-m", "pipeline", *args], input=stdin, capture_output=True, env=base,
                           cwd=ROOT, timeout=timeout)
 
@@ -43,20 +45,8 @@ def port_open(host_port: str) -> bool:
         return False
 
 
-def test_up_prints_settings_that_work_and_stops_cleanly() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "up"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=ROOT)
-    try:
-        assert proc.stdout is not None
-        stdout = proc.stdout
-        lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.extend(stdout.readline().decode().strip() for _ in range(2)),
-                                  daemon=True)
-        reader.start()
-        reader.join(60)
-        assert [line.split("=", 1)[0] for line in lines] == ["VOLUNTEER_BROKER", "VOLUNTEER_DATABASE_URL"]
-        values = dict(line.split("=", 1) for line in lines)
+def test_up_prints_settings_that_work_and_stops_cleanly(tmp_path: Path) -> None:
+    with volunteer_up(VOLUNTEER_STATE_DIR=str(tmp_path / "state")) as (proc, values):  # 'up' makes the hooks' secret
         settings = load_settings(broker=values["VOLUNTEER_BROKER"], database_url=values["VOLUNTEER_DATABASE_URL"])
         assert settings.broker_is_embedded
         # both accept connections as soon as the lines are out, and the database is migrated
@@ -64,15 +54,20 @@ def test_up_prints_settings_that_work_and_stops_cleanly() -> None:
         with psycopg.connect(settings.database_url, autocommit=True) as conn:
             row = conn.execute("SELECT to_regclass('context_volunteer_events') IS NOT NULL").fetchone()
             assert row == (True,)
+        # the printed URL carries the cluster's password; without it TCP logins are refused
+        bare = settings.database_url.replace(settings.database_url.split("//", 1)[1].split("@", 1)[0], "postgres")
+        assert bare != settings.database_url
+        with pytest.raises(psycopg.OperationalError, match="password"):
+            psycopg.connect(bare, connect_timeout=5).close()
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "state" / "hook-token").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (tmp_path / "state" / "hook-token").stat().st_mode & 0o777 == 0o600
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
         assert not port_open(settings.bootstrap_servers[0])
         with pytest.raises(psycopg.OperationalError):
             psycopg.connect(settings.database_url, connect_timeout=2).close()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_demo_runs_end_to_end_and_exits_0() -> None:

@@ -8,7 +8,6 @@ means Tansu changed and the work-around may be dropped.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -309,20 +308,3 @@ def test_quirk6_group_offsets_need_explicit_partitions(embedded_broker: Embedded
     with pytest.raises(Exception):  # noqa: B017 - still needed: the answer cannot be decoded
         run(listed(explicit=False))
     assert run(listed(explicit=True)) == {TopicPartition("q6", 0): -1, TopicPartition("q6", 1): 2}
-
-
-# ----------------------------------------------------------------------------- quirk 7
-
-
-def test_quirk7_busy_web_port_falls_back_on_embedded_only() -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        assert not tansu_quirks.port_is_free(port)  # still needed: a second worker could not bind it
-        embedded = load_settings(broker="tansu://127.0.0.1:9092", web_port=port)
-        chosen = tansu_quirks.web_port_for(embedded)
-        assert chosen != port and tansu_quirks.port_is_free(chosen)
-        kafka = load_settings(broker="kafka://127.0.0.1:9092", web_port=port)
-        assert tansu_quirks.web_port_for(kafka) == port  # real Kafka: unchanged
-    assert tansu_quirks.web_port_for(load_settings(web_port=0)) > 0

@@ -6,6 +6,7 @@ import pytest
 
 from pipeline.core.brain import BrainIndex, DuplicatePage
 from pipeline.core.extract import extract_candidates
+from pipeline.core.fences import strip_takes_fence
 from pipeline.core.jscompat import (
     js_number,
     js_number_str,
@@ -86,7 +87,9 @@ def test_fourteen_column_header_when_a_world_row_is_typed() -> None:
 def test_takes_fence_never_leaks() -> None:
     body = "<!--- gbrain:takes:begin -->\nSECRET\n<!--- gbrain:takes:end -->\nPublic. More."
     assert safe_synopsis(body, {}) == "Public."
-    assert safe_synopsis("<!--- gbrain:takes:begin -->\nSECRET no end", {}) == "SECRET no end"
+    # the reference keeps an unterminated fence whole; synopses diverge on purpose (test_fence_privacy.py)
+    assert strip_takes_fence("<!--- gbrain:takes:begin -->\nSECRET no end") == "<!--- gbrain:takes:begin -->\nSECRET no end"
+    assert safe_synopsis("<!--- gbrain:takes:begin -->\nSECRET no end", {}) == ""
 
 
 def test_prefix_grammar_is_javascript_not_python() -> None:

@@ -209,3 +209,36 @@ def test_protocol_mirrors_the_record_limits() -> None:
     assert (protocol.MAX_SESSION_ID_CHARS, protocol.MAX_TURN_NUMBER) == (records.MAX_SESSION_ID_CHARS,
                                                                         records.MAX_TURN_NUMBER)
     assert protocol.ARMS == ARMS
+
+
+def test_raw_http_responses_are_parsed() -> None:
+    from pipeline.hook.http import WorkerUnavailable, parse_response, split_url
+
+    assert split_url("http://127.0.0.1:6066/") == ("127.0.0.1", 6066, "")
+    assert split_url("http://[::1]:7/base/") == ("::1", 7, "/base")
+    assert split_url("localhost") == ("localhost", 80, "")
+    assert split_url("https://host:1") == ("host", 1, "")  # TLS for workers on other hosts
+    assert split_url("https://host") == ("host", 443, "")
+    with pytest.raises(WorkerUnavailable, match="bad_url"):
+        split_url("ftp://host:1")
+    assert parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}junk") == (200, b"{}")
+    assert parse_response(b"HTTP/1.1 400 Bad\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n") == (400, b"{}")
+    with pytest.raises(WorkerUnavailable, match="truncated"):
+        parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}")
+
+
+def test_the_fast_entry_parses_like_the_click_command() -> None:
+    from pipeline.hook.config import OPTIONS
+    from pipeline.hook.entry import parse_user_prompt
+
+    assert parse_user_prompt([]) == ("claude-code", {})
+    assert parse_user_prompt(["--harness", "codex", "--url=http://h:1", "--deadline-ms", "300"]) == (
+        "codex", {"VOLUNTEER_HOOK_URL": "http://h:1", "VOLUNTEER_HOOK_DEADLINE_MS": "300"})
+    assert parse_user_prompt(["--enabled", "0"]) == ("claude-code", {"VOLUNTEER_HOOKS": "0"})
+    for handed_to_click in (["-h"], ["--help"], ["--harness", "nope"], ["--url"], ["--unknown", "x"], ["x"]):
+        assert parse_user_prompt(handed_to_click) is None
+    # Every option of the click command is one the fast path knows, and vice versa.
+    from pipeline.cli.hook_cmd import user_prompt
+
+    click_flags = {opt for param in user_prompt.params for opt in param.opts if opt.startswith("--")}
+    assert click_flags == {flag for flag, _, _ in OPTIONS} | {"--harness"}

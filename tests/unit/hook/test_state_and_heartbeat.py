@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from pipeline.hook.config import DEFAULT_URL, HookConfig, hooks_enabled
+from pipeline.hook.config import HookConfig, hooks_enabled
 from pipeline.hook.heartbeat import CallRecord, apply_call, day_key, read_heartbeat, record_call, totals_since
 from pipeline.hook.state import SessionStateFile, prompt_digest, session_file_name, sweep_old_sessions
 
@@ -112,13 +112,40 @@ def test_config_from_env_falls_back_on_bad_values(tmp_path: Path) -> None:
     cfg = HookConfig.from_env("nonsense", {"HOME": str(tmp_path), "VOLUNTEER_HOOK_DEADLINE_MS": "abc",
                                            "VOLUNTEER_HOOK_MAX_CHARS": "99999", "VOLUNTEER_HOOK_WARM_TURNS": "nan"})
     assert (cfg.harness, cfg.url, cfg.deadline_ms, cfg.max_chars, cfg.warm_turns) == (
-        "claude-code", DEFAULT_URL, 800.0, 10_000, 4)
+        "claude-code", None, 800.0, 10_000, 4)
     assert Path(cfg.transcript_root) == tmp_path / ".claude" / "projects"
     assert Path(cfg.state_dir) == tmp_path / ".local" / "state" / "volunteer" / "hooks"
     codex = HookConfig.from_env("codex", {"HOME": str(tmp_path), "CODEX_HOME": str(tmp_path / "cx"),
                                           "VOLUNTEER_HOOK_URL": "http://h:1/", "VOLUNTEER_SOURCE": "work"})
     assert (Path(codex.transcript_root), codex.url, codex.source_id) == (tmp_path / "cx" / "sessions", "http://h:1",
                                                                          "work")
+
+
+def test_state_folders_are_0700_and_files_0600_whatever_the_umask(tmp_path: Path) -> None:
+    """Issue: state folders came out 0755 (parents made with the umask) and heartbeat.json 0644."""
+    import stat as st
+
+    from pipeline.hook.heartbeat import heartbeat_path
+
+    old = os.umask(0o022)
+    try:
+        state_dir = tmp_path / "home" / ".local" / "state" / "volunteer" / "hooks"
+        assert record_call(state_dir, CallRecord("claude-code", "ok", pages_printed=1))
+        with SessionStateFile(state_dir, "claude-code", "s1") as state:
+            state.save()
+        existing = tmp_path / "old"
+        existing.mkdir(mode=0o755)
+        with SessionStateFile(existing, "claude-code", "s2") as state:
+            state.save()
+        assert record_call(existing, CallRecord("claude-code", "ok", pages_printed=1))
+    finally:
+        os.umask(old)
+    for folder in (state_dir.parent, state_dir, state_dir / "sessions", state_dir / "sessions" / "claude-code",
+                   existing):
+        assert st.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    for file in (Path(heartbeat_path(state_dir)), Path(heartbeat_path(existing)),
+                 *(state_dir / "sessions" / "claude-code").iterdir()):
+        assert st.S_IMODE(file.stat().st_mode) == 0o600, file
 
 
 def test_a_skipped_warm_up_is_counted_apart_from_the_outcome() -> None:

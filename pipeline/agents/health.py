@@ -1,0 +1,92 @@
+"""Kubernetes-style health endpoints on the worker's web server: ``/livez`` and ``/readyz``.
+
+- ``GET /livez`` — liveness: the worker's event loop answered (200). A probe that gets no answer
+  within its timeout means the process is wedged and should be restarted. It checks nothing else on
+  purpose: a broker or database outage must not make an orchestrator kill workers that would
+  recover by themselves (docs/guarantees.md, the outage runs).
+- ``GET /readyz`` — readiness: 200 when the worker owns partitions of ``turns``, is not in the middle
+  of a rebalance or table recovery, is within ``VOLUNTEER_READY_MAX_LAG`` records of the end of the
+  partitions it owns, and has a brain loaded; else 503. Each check is listed with its outcome, so a
+  probe log says which one failed. A worker that is not ready keeps running (and catching up).
+
+Neither needs the hook credential: probes (kubelet, compose, a load balancer) usually cannot send
+one, and the answers hold only booleans and counts (no topic, group, URL, session or brain name),
+so there is nothing to protect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from pipeline.app import StreamApp
+
+LIVE_PATH = "/livez"
+READY_PATH = "/readyz"
+PROBE_PATHS: tuple[str, ...] = (LIVE_PATH, READY_PATH)
+"""Answered without the hook credential by the edge guard (agents/edge.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    partitions: int
+    recovering: bool
+    lag: int
+    max_lag: int
+    brain_pages: int | None  # None: no brain installed
+
+    @property
+    def checks(self) -> dict[str, bool]:
+        return {
+            "partitions": self.partitions > 0,
+            "recovered": not self.recovering,
+            "caught_up": self.lag <= self.max_lag,
+            "brain": self.brain_pages is not None,
+        }
+
+    @property
+    def ready(self) -> bool:
+        return all(self.checks.values())
+
+    def to_json(self) -> bytes:
+        return orjson.dumps({
+            "status": "ready" if self.ready else "not_ready",
+            "checks": self.checks,
+            "partitions": self.partitions, "lag": self.lag, "max_lag": self.max_lag,
+            "brain_pages": self.brain_pages,
+        })
+
+
+def readiness(ctx: StreamApp) -> Readiness:
+    """The readiness of this worker now (cheap: no request to the broker or the database)."""
+    from pipeline.metrics import consumer_lag
+
+    app: Any = ctx.app
+    owned = ctx.assigned_partitions(ctx.settings.topic_turns)
+    recovering = bool(getattr(app, "rebalancing", False) or getattr(app, "in_recovery", False))
+    lag = sum(value for _, _, value in consumer_lag(ctx))
+    index = ctx.brain.index
+    pages = None if index is None else int(index.live_page_count)
+    return Readiness(len(owned), recovering, lag, ctx.settings.ready_max_lag, pages)
+
+
+def register_health_views(ctx: StreamApp) -> None:
+    """Add ``/livez`` and ``/readyz`` to the worker's Faust web server."""
+    from faust import web
+
+    json_type = "application/json"
+
+    class Live(web.View):
+        async def get(self, request: Any) -> Any:
+            return self.bytes(b'{"status":"ok"}', content_type=json_type, status=200)
+
+    class Ready(web.View):
+        async def get(self, request: Any) -> Any:
+            state = readiness(ctx)
+            return self.bytes(state.to_json(), content_type=json_type, status=200 if state.ready else 503)
+
+    ctx.app.page(LIVE_PATH)(Live)
+    ctx.app.page(READY_PATH)(Ready)
