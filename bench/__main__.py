@@ -8,6 +8,8 @@ Sections (each also runs alone as ``python -m bench.<name>_bench``):
 
   core       decision core in-process, one core: replay turns/s (watch semantics) and µs per stage,
              on the conformance brain and on a synthetic 100,000-page brain
+  replay     whole-process volunteer replay (both builds of the core), the op, a 100,000-page brain:
+             each as a ratio to the reference's constants (issue 15)
   transport  the broker's raw limit: aiokafka producing and consuming the same Turn records
   e2e        broker -> worker(s) -> sink -> PostgreSQL with 1 and 2 workers: the highest steady rate
              that keeps up, produce-to-row latency (median / p99) per rate, a catch-up burst
@@ -37,7 +39,7 @@ from typing import Any
 
 from bench.common import ROOT, load_note, loadavg
 
-SECTIONS = ("core", "transport", "e2e", "sink", "state", "brain", "mcp")
+SECTIONS = ("core", "replay", "transport", "e2e", "sink", "state", "brain", "mcp")
 
 TARGETS = {
     "core": 25_000.0,
@@ -119,6 +121,17 @@ def run_core(args: argparse.Namespace, results: dict[str, Any], table: Table) ->
                   f"extract {st['extract']:.1f}, merge {st['merge']:.1f}, resolve {st['resolve']:.1f}, "
                   f"gate {st['gate']:.1f}")
     table.add("  synopsis (once per page, then cached)", f"{s['synopsis_us_per_page']:.1f} µs per page")
+
+
+def run_replay(args: argparse.Namespace, results: dict[str, Any], table: Table) -> None:
+    from bench import replay_bench
+
+    print("replay: whole-process volunteer replay, op, 100,000-page brain ...", flush=True)
+    r = replay_bench.measure(23 if args.quick else 34, 1 if args.quick else 2, args.pages)
+    results["replay"] = r
+    table.add("## (a2) replay as a whole process and the op, against the reference's constants")
+    for what, figure in replay_bench.report(r):
+        table.add(what, figure, load=r["load"])
 
 
 def run_transport(args: argparse.Namespace, results: dict[str, Any], table: Table, broker: Any) -> None:
@@ -284,7 +297,9 @@ def main() -> None:
 
     if "core" in only:
         run_core(args, results, table)
-    services = [s for s in only if s != "core"]
+    if "replay" in only:
+        run_replay(args, results, table)
+    services = [s for s in only if s not in ("core", "replay")]
     if services:
         with tempfile.TemporaryDirectory(prefix="bench-") as tmp, EmbeddedBroker() as broker, \
                 EmbeddedPostgres() as pg:

@@ -221,7 +221,8 @@ def each_page(pages: list[Page]) -> Callable[[], None]:
     return run
 
 
-def report_op(brain: BrainIndex) -> None:
+def op_rates(brain: BrainIndex) -> tuple[int, int, float, float]:
+    """``volunteer_context`` over the conformance op windows: (calls, window turns, cold s, steady s)."""
     cases = [json.loads(line) for line in (CONFORMANCE / "cases-op.jsonl").read_text(encoding="utf-8").splitlines()]
     cases = [c for c in cases if isinstance(c["window"], str) and c["window"].strip()]
 
@@ -241,9 +242,14 @@ def report_op(brain: BrainIndex) -> None:
     clear_text_caches(brain)
     cold_s = timed(run)
     warm_s = min(timed(run) for _ in range(3))
-    print(f"  op mode ({len(cases)} windows, {turns} turns in all):")
-    print(f"    first pass   : {len(cases) / cold_s:9,.0f} calls/s  {turns / cold_s:9,.0f} window turns/s")
-    print(f"    steady state : {len(cases) / warm_s:9,.0f} calls/s  {turns / warm_s:9,.0f} window turns/s")
+    return len(cases), turns, cold_s, warm_s
+
+
+def report_op(brain: BrainIndex) -> None:
+    calls, turns, cold_s, warm_s = op_rates(brain)
+    print(f"  op mode ({calls} windows, {turns} turns in all):")
+    print(f"    first pass   : {calls / cold_s:9,.0f} calls/s  {turns / cold_s:9,.0f} window turns/s")
+    print(f"    steady state : {calls / warm_s:9,.0f} calls/s  {turns / warm_s:9,.0f} window turns/s")
 
 
 # ----------------------------------------------------------------------------- synthetic brain

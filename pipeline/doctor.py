@@ -312,7 +312,15 @@ def run_checks(settings: Settings, *, group: str | None = None, max_lag: int = D
                   _not_checked("topics", "broker unreachable"), _not_checked("lag", "broker unreachable")]
     finally:
         kafka_log.setLevel(level)
-    return broker + _database_checks(settings, timeout)
+    return broker + _database_checks(settings, timeout) + [_core_check()]
+
+
+def _core_check() -> Check:
+    """Informational: which build of the decision core this process runs (both give the same results)."""
+    from pipeline.corebuild import core_build
+
+    build = core_build()
+    return Check("core", OK, f"decision core: {build}", data={"compiled": build.startswith("compiled")})
 
 
 def failed(checks: Sequence[Check]) -> bool:

@@ -54,6 +54,7 @@ def dismantle(obj: object) -> int:
     names: list[str] = list(getattr(obj, "__dict__", {}))
     for cls in type(obj).__mro__:
         names.extend(getattr(cls, "__slots__", ()))
+        names.extend(getattr(cls, "__mypyc_attrs__", ()))  # the compiled core's classes have no __slots__
     freed = 0
     for name in names:
         value = getattr(obj, name, None)

@@ -55,8 +55,21 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: the package version, and the decision core's build (compiled or pure Python)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import version
+
+    from pipeline.corebuild import core_build
+
+    click.echo(f"volunteer, version {version('volunteer-stream')}\ndecision core: {core_build()}")
+    ctx.exit()
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="volunteer-stream", prog_name="volunteer")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and which build of the decision core runs, then exit.")
 def main() -> None:
     """volunteer-stream: the brain volunteers relevant pages from live conversations.
 

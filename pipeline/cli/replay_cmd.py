@@ -24,7 +24,7 @@ from pipeline.core.brain import BrainIndex
 from pipeline.core.render import format_page
 from pipeline.core.session import DecisionOptions, SessionState, step
 from pipeline.core.types import ARMS, VolunteeredPage
-from topics.records import InvalidRecord, check_turn_number, decode_turn
+from topics.records import InvalidRecord, check_turn_number, decode_turn_fields
 
 PageSink = Callable[[str, int, VolunteeredPage], None]
 ErrorSink = Callable[[int, InvalidRecord], None]
@@ -76,7 +76,7 @@ def replay_lines(
             continue
         summary.lines += 1
         try:
-            turn = decode_turn(raw, max_text_bytes=max_text_bytes)
+            turn = decode_turn_fields(raw, max_text_bytes=max_text_bytes)
         except InvalidRecord as exc:
             summary.bad += 1
             if on_error is not None:
@@ -85,11 +85,12 @@ def replay_lines(
         if turn is None:
             summary.blank += 1
             continue
-        state = states.get(turn.session_id)
+        session_id, role, text, turn_no, ts_ms, source_id, _channel = turn
+        state = states.get(session_id)
         if state is None:
-            state = states[turn.session_id] = SessionState()
+            state = states[session_id] = SessionState()
         try:
-            check_turn_number(state.last_turn, turn.turn)
+            check_turn_number(state.last_turn, turn_no)
         except InvalidRecord as exc:
             summary.bad += 1
             if on_error is not None:
@@ -97,13 +98,13 @@ def replay_lines(
             continue
         result = step(
             state,
-            turn.role,
-            turn.text,
+            role,
+            text,
             brain,
-            source_id=turn.source_id or default_source,
+            source_id=source_id or default_source,
             options=options,
-            turn_no=turn.turn,
-            now_ms=turn.ts_ms,
+            turn_no=turn_no,
+            now_ms=ts_ms,
         )
         if result.duplicate:
             summary.duplicates += 1
@@ -115,14 +116,17 @@ def replay_lines(
         for page in result.pages:
             summary.pages_by_arm[page.arm] += 1
             if on_page is not None:
-                on_page(turn.session_id, result.turn, page)
+                on_page(session_id, result.turn, page)
     summary.sessions = len(states)
     return summary
 
 
 def page_json(session_id: str, turn: int, page: VolunteeredPage) -> bytes:
     """One ``--json`` line: session, turn, then the volunteered page in the reference's key order."""
-    return orjson.dumps({"session_id": session_id, "turn": turn, **page.to_dict()}) + b"\n"
+    return orjson.dumps({
+        "session_id": session_id, "turn": turn, "slug": page.slug, "source_id": page.source_id, "display": page.display,
+        "confidence": page.confidence, "arm": page.arm, "rationale": page.rationale, "synopsis": page.synopsis,
+    }, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def _with_progress(stream: IO[bytes], enabled: bool) -> Iterator[bytes]:

@@ -50,6 +50,7 @@ class BrainIndex:
         "live_page_count",
         "page_count",
         "sources",
+        "token",
     )
 
     def __init__(self) -> None:
@@ -67,6 +68,9 @@ class BrainIndex:
         self.live_page_count = 0
         self.alias_row_count = 0
         self.sources: frozenset[str] = frozenset()
+        self.token = object()
+        """Unique per index (a copy gets its own): lets per-session caches tell brains apart without
+        holding a reference that would keep a swapped-out brain alive."""
 
     @classmethod
     def build(cls, pages: Iterable[Page], aliases: Iterable[AliasRow] | None = None) -> BrainIndex:

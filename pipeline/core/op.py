@@ -7,17 +7,17 @@ call it, so they cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, Final
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import Candidate, extract_candidates
 from pipeline.core.gate import gate
 from pipeline.core.jscompat import is_js_number
 from pipeline.core.normalize import JS_WHITESPACE
-from pipeline.core.resolve import RESOLVER_POOL, resolve_with_index
+from pipeline.core.resolve import RESOLVER_POOL, could_resolve, resolve_with_index
 from pipeline.core.tally import DecisionTally
 from pipeline.core.types import VolunteeredPage
-from pipeline.core.window import merge_window, parse_window
+from pipeline.core.window import merge_window, merged_count, parse_window
 
 WINDOW_REQUIRED = "window is required unless stats: true"
 
@@ -25,7 +25,7 @@ WINDOW_REQUIRED = "window is required unless stats: true"
 class InvalidParams(ValueError):
     """The op's ``invalid_params`` error: a missing, non-string or blank window."""
 
-    code = "invalid_params"
+    code: Final = "invalid_params"
 
     def __init__(self, message: str = WINDOW_REQUIRED) -> None:
         super().__init__(message)
@@ -48,12 +48,20 @@ def decide(
     exclude_slug_prefixes: Sequence[str] = (),
     collapse_display: bool = True,
     tally: DecisionTally | None = None,
+    resolvable: bool | None = None,
 ) -> list[VolunteeredPage]:
     """``volunteerContext`` over turns given as ``(role, cached candidates)``, oldest first.
 
     ``tally``, when given, counts candidates, pointers and drops (metrics); it never changes the result.
+    ``resolvable``: the caller's :func:`could_resolve` of these turns, when it already knows it.
     """
     if not turns or not source_ids:
+        return []
+    if resolvable is None:
+        resolvable = could_resolve(turns, brain)
+    if not resolvable:  # what the merge and the resolver would conclude, without running them
+        if tally is not None:
+            tally.record(merged_count(turns), (), exclude_slugs, ())
         return []
     candidates = merge_window(turns)
     if not candidates:

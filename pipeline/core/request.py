@@ -35,8 +35,8 @@ class RequestDefaults:
 
     source_ids: tuple[str, ...] = ("default",)
     prior_context: str | None = None
-    max_pages: object = None
-    min_confidence: object = None
+    max_pages: Any = None  # Any, not object: mypyc cannot compile a dataclass field typed object
+    min_confidence: Any = None
     lexical_arms: bool = True
     exclude_slug_prefixes: tuple[str, ...] = ()
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from pipeline.core.brain import BrainIndex
-from pipeline.core.extract import CJK_CHARS
+from pipeline.core.extract import CJK_CHARS, Candidate
 from pipeline.core.gate import candidates_by_norm
 from pipeline.core.pages import Page
 from pipeline.core.types import ARM_CONFIDENCE, Pointer
@@ -32,6 +32,28 @@ _PURE_CJK_RE = re.compile(f"[{CJK_CHARS}]+")
 _CJK_FIRST, _CJK_LAST = "\u3040", "\ud7af"  # cheap pre-check: every CJK range lies in between
 
 _Push = tuple[Page, str, str]  # (page, arm, matched_norm)
+
+
+def could_resolve(turns: Sequence[tuple[str, Sequence[Candidate]]], brain: BrainIndex) -> bool:
+    """Whether any candidate of the window's turns has something in the brain to resolve to.
+
+    A cheap superset of what :func:`resolve_with_index` can push: every merged candidate carries the
+    ``(query, norm)`` of one of these, and every arm needs an alias target of its norm, a page by
+    its query (title, slug, slug tail, surname) or, for CJK, a page by its norm. When nothing
+    qualifies the merge and the resolver can be skipped: that is a third of all turns.
+    """
+    alias = brain.alias_index
+    query_info = brain.query_info
+    for _, cands in turns:
+        for _display, query, norm, _weak in cands:
+            if norm in alias:
+                return True
+            info = query_info(query)
+            if info[3] or info[4]:
+                return True
+            if _CJK_FIRST <= norm[:1] <= _CJK_LAST and (brain.ids_with_title(norm) or brain.ids_with_slug(norm)):
+                return True
+    return False
 
 
 def resolve(

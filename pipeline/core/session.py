@@ -20,6 +20,7 @@ from pipeline.core.extract import Candidate, extract_candidates
 from pipeline.core.gate import clamp_window_turns
 from pipeline.core.normalize import JS_WHITESPACE, normalize_alias
 from pipeline.core.op import decide
+from pipeline.core.resolve import could_resolve
 from pipeline.core.tally import DecisionTally
 from pipeline.core.turn_context import DEFAULT_REFLEX_MAX_POINTERS, turn_context
 from pipeline.core.types import VolunteeredPage
@@ -47,15 +48,15 @@ _STATE_VERSION_POINTERS = 2
 class DecisionOptions:
     """Per-session knobs, raw as configured; clamped like the reference when used."""
 
-    window_turns: object = 4
-    max_pages: object = None
-    min_confidence: object = None
+    window_turns: Any = 4
+    max_pages: Any = None
+    min_confidence: Any = None
     lexical_arms: bool = True
     exclude_slug_prefixes: tuple[str, ...] = ()
     collapse_display: bool = True
     reflex: bool = False
     """Turn context (docs/reference-behaviour.md §13.1): reflex pointers first, then the pages."""
-    reflex_max_pointers: object = DEFAULT_REFLEX_MAX_POINTERS
+    reflex_max_pointers: Any = DEFAULT_REFLEX_MAX_POINTERS
     effective_window_turns: int = field(init=False, repr=False, compare=False)
     """``min(64, max(1, floor(window_turns)))``; non-finite -> 4 (computed once)."""
 
@@ -69,6 +70,11 @@ class _WindowTurn:
     turn: int
     role: str
     candidates: list[Candidate]
+    checked: Any = field(default=None, compare=False, repr=False)
+    """``token`` of the brain ``live`` was computed against (a swapped brain is checked again); never
+    serialised, and no reference to the brain, which must be freed once swapped out."""
+    live: bool = field(default=False, compare=False, repr=False)
+    """Whether one of ``candidates`` has something in ``checked`` to resolve to (``could_resolve``)."""
 
 
 @dataclass(slots=True)
@@ -213,9 +219,17 @@ def step(
     if len(state.window) > size:
         del state.window[: len(state.window) - size]
 
+    live = False
+    for wt in state.window:  # each turn is checked once per brain, not once per window it is in
+        if wt.checked is not brain.token:
+            wt.live = could_resolve(((wt.role, wt.candidates),), brain)
+            wt.checked = brain.token
+        if wt.live:
+            live = True
     # Every surfaced slug was surfaced at a turn <= last_turn < number, so the whole map is "earlier".
     window = [(wt.role, wt.candidates) for wt in state.window]
     pointers: list[VolunteeredPage] = []
+    pages: list[VolunteeredPage] = []
     if options.reflex:
         context = turn_context(
             window, brain, source_ids=(source_id,), max_pointers=options.reflex_max_pointers,
@@ -224,10 +238,11 @@ def step(
             collapse_display=options.collapse_display, tally=tally,
         )
         pointers, pages = context.pointers, context.pages
-    else:
+    elif live or tally is not None:  # with a tally, decide counts the window's candidates
         pages = decide(
             window,
             brain,
+            resolvable=live,
             source_ids=(source_id,),
             max_pages=options.max_pages,
             min_confidence=options.min_confidence,

@@ -134,7 +134,8 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> list[Windo
     strong: list[tuple[float, int, list[Any]]] = []
     weak_ones: list[tuple[float, int, list[Any]]] = []
     for e in acc.values():
-        weight = (e[_LAST] + 1) / n + min(e[_OCC], 4) * 0.1 + (0.15 if e[_USER] else 0)
+        occ = e[_OCC]
+        weight = (e[_LAST] + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0)
         (weak_ones if e[_WEAK] else strong).append((-weight, e[8], e))
     strong.sort()
     out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]]
@@ -142,6 +143,22 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> list[Windo
         weak_ones.sort()
         out += [_new_candidate(WindowCandidate, e) for _, _, e in weak_ones[:MAX_WEAK_CANDIDATES]]
     return out
+
+
+def merged_count(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> int:
+    """``len(merge_window(turns))`` without merging: distinct norms, strong if any sighting is
+    strong, each kind capped. For the metrics of windows that skip the merge."""
+    kinds: dict[str, bool] = {}  # norm -> weak so far
+    for _role, cands in turns:
+        for _display, _query, norm, weak in cands:
+            if not weak:
+                kinds[norm] = False
+            elif norm not in kinds:
+                kinds[norm] = True
+    weak_n = sum(kinds.values())
+    strong_n = len(kinds) - weak_n
+    return (strong_n if strong_n < MAX_CANDIDATES else MAX_CANDIDATES) + (
+        weak_n if weak_n < MAX_WEAK_CANDIDATES else MAX_WEAK_CANDIDATES)
 
 
 def extract_window(turns: Sequence[tuple[str, str]]) -> list[WindowCandidate]:

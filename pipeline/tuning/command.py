@@ -6,8 +6,6 @@ stays small and all tuning behaviour lives in this package.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import shutil
 import sys
 import time
@@ -21,7 +19,6 @@ import orjson
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions
 from pipeline.tuning.grid import GridError, Setting, base_setting, build_grid, parse_sweeps
-from pipeline.tuning.plot import PlotError, check_plot_path, write_plot
 from topics.records import InvalidRecord, Turn, decode_turn
 
 
@@ -47,6 +44,8 @@ def check_flags(*, sweep: Sequence[str], score: bool, jobs: int | None, plot: st
         if needs:
             raise click.UsageError(f"{', '.join(needs)} only apply to a sweep: add --sweep NAME=VALUES or --score")
     if plot is not None:
+        from pipeline.tuning.plot import PlotError, check_plot_path  # plain replays never load the plot code
+
         try:
             check_plot_path(plot)
         except PlotError as exc:
@@ -147,6 +146,8 @@ def sweep_command(file: IO[bytes], brain: BrainIndex, grid: Sequence[Setting], b
                     f"{tally.labelled_turns} labelled; lexical arms {'on' if base.lexical_arms else 'off'}")
         title = ("volunteer replay --sweep: precision and recall" if tally.labelled else
                  "volunteer replay --sweep: pages per turn (no labels, so no precision or recall)")
+        from pipeline.tuning.plot import write_plot
+
         write_plot(plot, grid, result.tallies, title=title, subtitle=subtitle)
         click.echo(f"plot written to {plot}", err=True)
     if result.lines and result.lines == result.bad:
@@ -212,6 +213,9 @@ def publish_command(file: IO[bytes], *, broker: str | None, rate: str | None, ch
     click.echo(f"publishing {len(turns)} turn(s) to {settings.topic_turns} on {settings.broker} at "
                f"{pace.describe()} (about {offsets[-1]:.1f} s), channel {channel}", err=True)
     # aiokafka logs each failed connection attempt; the one-line error below says it once.
+    import asyncio
+    import logging
+
     logging.getLogger("aiokafka").addHandler(logging.NullHandler())
     try:
         summary = asyncio.run(_publish(settings, turns, offsets, channel, keep_ts, progress))

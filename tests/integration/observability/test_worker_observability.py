@@ -309,7 +309,7 @@ def test_doctor_is_all_ok_on_the_running_setup(scenario: Scenario) -> None:
     statuses = {c["check"]: c["status"] for c in report["checks"]}
     assert report["ok"] is True and scenario.doctor_exit == 0
     assert statuses == dict.fromkeys(
-        ["broker", "topics", "lag", "database", "schema", "brain", "channels", "feedback"], "ok"), report
+        ["broker", "topics", "lag", "database", "schema", "brain", "channels", "feedback", "core"], "ok"), report
     checks = {c["check"]: c for c in report["checks"]}
     assert checks["topics"]["data"]["partitions"] == {
         scenario.settings.topic_turns: 2, scenario.settings.topic_volunteered: 2,

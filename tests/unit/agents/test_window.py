@@ -198,7 +198,9 @@ def test_a_failing_decision_is_dead_lettered_not_raised(settings: Settings) -> N
     out = WindowProcessor(settings).process(records([Turn("s", "user", "Alice Example").to_json()]),
                                             Broken(), Table().get, NOW)  # type: ignore[arg-type]
     assert [orjson.loads(v)["error"] for _, v in out.dead] == ["processing_error"]
-    assert "brain exploded" in orjson.loads(out.dead[0][1])["message"]
+    message = orjson.loads(out.dead[0][1])["message"]
+    # the pure core fails inside the fake brain, the compiled one on its type before calling it
+    assert "brain exploded" in message or "BrainIndex object expected" in message, message
 
 
 def test_unreadable_saved_state_starts_the_session_afresh(brain: BrainIndex, settings: Settings) -> None:

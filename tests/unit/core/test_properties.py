@@ -158,3 +158,41 @@ def test_fast_collapse_check_is_sound(text: str) -> None:
 
     if _is_collapsed(text):
         assert collapse_whitespace(text) == text
+
+
+ASCII_TEXT = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=80) | st.text(
+    alphabet=st.sampled_from(list("AZaz09'-.@ \t\n\x0bBob Lee's x-ray O'Neil J.R.R. Tolkien")), max_size=80)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=ASCII_TEXT)
+def test_ascii_patterns_match_exactly_what_the_unicode_ones_do(text: str) -> None:
+    from pipeline.core import extract
+
+    assert [(m.start(), m.group()) for m in extract._CAP_RUN_ASCII_RE.finditer(text)] == [
+        (m.start(), m.group()) for m in extract._CAP_RUN_RE.finditer(text)]
+    assert extract._WEAK_TOKEN_ASCII_RE.findall(text) == extract._WEAK_TOKEN_RE.findall(text)
+
+
+@PROPS
+@given(turns=st.lists(TURN, min_size=0, max_size=8))
+def test_merged_count_is_the_length_of_the_merge(turns: list[tuple[str, str]]) -> None:
+    from pipeline.core.window import merge_window, merged_count
+
+    cached = [(role, extract_candidates(text)) for role, text in turns]
+    assert merged_count(cached) == len(merge_window(cached))
+
+
+@PROPS
+@given(turns=st.lists(TURN, min_size=1, max_size=6), sources=SOURCES)
+def test_skipping_a_dead_window_changes_neither_pages_nor_tally(
+    conformance_brain: BrainIndex, turns: list[tuple[str, str]], sources: list[str]
+) -> None:
+    from pipeline.core.tally import DecisionTally
+
+    cached = [(role, extract_candidates(text)) for role, text in turns]
+    full, quick = DecisionTally(), DecisionTally()
+    forced = decide(cached, conformance_brain, source_ids=sources, tally=full, resolvable=True)
+    assert decide(cached, conformance_brain, source_ids=sources, tally=quick) == forced
+    assert decide(cached, conformance_brain, source_ids=sources) == forced
+    assert quick == full

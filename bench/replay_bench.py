@@ -1,0 +1,138 @@
+"""Issue 15's replay figures: the whole ``volunteer replay`` process, the op, a 100,000-page brain.
+
+Prints figures only; nothing is asserted. Every rate is shown as a ratio to the reference's
+constants measured on the same machine class (gbrain: 11.4k turns/s in watch mode, 23k window
+turns/s in the op) and, for the replay, to this code's own pure-Python build in the same run.
+
+- **whole process**: ``taskset -c 0 volunteer replay FILE --json --brain DIR``, a cold process
+  (interpreter start, imports, brain load, output included) on the corpus of ``bench/replay_corpus.py``
+  (the 450 conformance watch sessions repeated under new ids; 34 copies: 15,300 sessions), once per
+  build of the core this checkout has (compiled / ``VOLUNTEER_PURE_CORE=1``), best of ``--repeat``;
+  both builds' ``--json`` outputs are compared byte for byte;
+- **op**: ``volunteer_context`` over the 450 conformance op windows, window turns/s, steady state;
+- **100k brain**: index build time and resident memory of the synthetic 100,000-page brain of
+  ``bench/core_bench.py``, and replay (``step``) turns/s on its generated sessions.
+
+    .venv/bin/python -m bench.replay_bench                 # about a minute
+    .venv/bin/python -m bench.replay_bench --repeats 23 --repeat 1 --pages 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.replay_corpus import BRAIN_DIR, DEFAULT_REPEATS, write_corpus
+
+REFERENCE_WATCH = 11_400.0  # gbrain watch mode, turns/s (issue 15)
+REFERENCE_OP = 23_000.0  # gbrain op, window turns/s
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def whole_process(corpus: Path, pure: bool, repeat: int) -> tuple[float, str, str]:
+    """Best wall time of a cold ``volunteer replay --json`` on CPU 0, the output's digest, the build."""
+    env = {**os.environ, "VOLUNTEER_PURE_CORE": "1" if pure else "0"}
+    pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+    cmd = [*pin, sys.executable, "-m", "pipeline", "replay", str(corpus), "--json", "--brain", str(BRAIN_DIR)]
+    best, digest = float("inf"), ""
+    for _ in range(repeat):
+        started = time.perf_counter()
+        out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, check=True).stdout
+        best = min(best, time.perf_counter() - started)
+        digest = hashlib.sha256(out).hexdigest()[:16]
+    build = subprocess.run([sys.executable, "-c", "import pipeline.corebuild as c; print(c.core_build())"], env=env,
+                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    return best, digest, build
+
+
+def measure(repeats: int = DEFAULT_REPEATS, repeat: int = 2, pages_n: int = 100_000) -> dict[str, Any]:
+    from bench import core_bench
+    from pipeline.braindir import load_brain_dir
+    from pipeline.core.brain import BrainIndex
+
+    out: dict[str, Any] = {"load": os.getloadavg()[0], "reference_watch": REFERENCE_WATCH, "reference_op": REFERENCE_OP}
+    with tempfile.TemporaryDirectory(prefix="replay-bench-") as tmp:
+        corpus = Path(tmp) / "corpus.jsonl"
+        turns = write_corpus(corpus, repeats)
+        out["corpus"] = {"turns": turns, "sessions": 450 * repeats}
+        runs: dict[str, dict[str, Any]] = {}
+        for _ in range(repeat):  # the builds take turns, so a busy spell on the machine hits both
+            for pure in (False, True):
+                seconds, digest, build = whole_process(corpus, pure, 1)
+                name = "pure" if pure else "default"
+                if name not in runs or seconds < runs[name]["seconds"]:
+                    runs[name] = {"seconds": seconds, "per_s": turns / seconds, "digest": digest, "build": build}
+        out["process"] = runs
+    brain = load_brain_dir(BRAIN_DIR)
+    gc.freeze()
+    calls, window_turns, _cold, warm = core_bench.op_rates(brain)
+    out["op"] = {"calls": calls, "window_turns": window_turns, "window_turns_per_s": window_turns / warm,
+                 "build": _build_in_process()}
+    pages, names = core_bench.synthetic_brain(pages_n)
+    gc.collect()
+    rss0 = core_bench.rss_bytes()
+    started = time.perf_counter()
+    big = BrainIndex.build(pages)
+    build_s = time.perf_counter() - started
+    gc.freeze()
+    rss = core_bench.rss_bytes() - rss0
+    sessions = core_bench.synthetic_sessions(names, 2_000)
+    syn_turns, _cold_rate, steady = core_bench.replay_rates(sessions, big)
+    out["big"] = {"pages": pages_n, "build_s": build_s, "index_mib": rss / 2**20, "turns": syn_turns,
+                  "steady_per_s": steady}
+    return out
+
+
+def _build_in_process() -> str:
+    from pipeline.corebuild import core_build
+
+    return core_build()
+
+
+def report(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """(what, figure) rows: every rate with its ratio to its anchor."""
+    rows = []
+    default, pure = r["process"]["default"], r["process"]["pure"]
+    c = r["corpus"]
+    for run in (default, pure):
+        rows.append((f"whole-process replay --json, {c['sessions']:,} sessions / {c['turns']:,} turns, CPU 0, "
+                     f"core {run['build']}",
+                     f"{run['per_s']:,.0f} turns/s = {run['per_s'] / r['reference_watch']:.2f}x reference "
+                     f"{r['reference_watch'] / 1000:.1f}k ({run['seconds']:.2f} s)"))
+    rows.append(("  compiled vs pure, same run", f"{default['per_s'] / pure['per_s']:.2f}x; outputs "
+                 + ("identical" if default["digest"] == pure["digest"] else "DIFFER")))
+    op = r["op"]
+    rows.append((f"op: volunteer_context on {op['calls']} windows, steady, core {op['build']}",
+                 f"{op['window_turns_per_s']:,.0f} window turns/s = "
+                 f"{op['window_turns_per_s'] / r['reference_op']:.2f}x reference {r['reference_op'] / 1000:.0f}k"))
+    big = r["big"]
+    rows.append((f"{big['pages']:,}-page brain: index build / resident memory",
+                 f"{big['build_s']:.2f} s / {big['index_mib']:.0f} MiB"))
+    rows.append((f"  replay through step, {big['turns']:,} turns, steady",
+                 f"{big['steady_per_s']:,.0f} turns/s = {big['steady_per_s'] / r['reference_watch']:.2f}x reference"))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="copies of the 450 sessions (default 34)")
+    parser.add_argument("--repeat", type=int, default=2, help="whole-process runs per build, best kept (default 2)")
+    parser.add_argument("--pages", type=int, default=100_000, help="pages of the synthetic brain (default 100,000)")
+    args = parser.parse_args()
+    r = measure(args.repeats, args.repeat, args.pages)
+    print(f"load average {r['load']:.2f} at the start")
+    for what, figure in report(r):
+        print(f"{what:<100} {figure}")
+
+
+if __name__ == "__main__":
+    main()

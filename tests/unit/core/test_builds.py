@@ -1,0 +1,67 @@
+"""The conformance suites on every build of the core this checkout has: compiled (mypyc) and pure.
+
+The suite itself imports whichever build ``pipeline.corebuild`` selected (the compiled one after
+``./scripts/setup`` on a machine with a C compiler). This module runs the conformance and spec-case
+tests again in a fresh interpreter on the *other* build, with ``VOLUNTEER_PURE_CORE`` switching the
+plain modules on or off, and checks that the subprocess really ran the build it was asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.corebuild import CORE_DIR, PURE_ENV, core_build
+
+ROOT = Path(__file__).resolve().parents[3]
+SUITES = ["tests/unit/core/test_conformance.py", "tests/unit/core/test_spec_cases.py"]
+
+
+def _run(pure: bool) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, PURE_ENV: "1" if pure else "0"}
+    probe = "import pipeline.corebuild as c; print(c.core_build())"
+    build = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    suite = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SUITES],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    suite.stdout = build.stdout + suite.stdout
+    return suite
+
+
+def _compiled_available() -> bool:
+    return any(p.name.startswith("compiled__mypyc") for p in Path(CORE_DIR).iterdir())
+
+
+def test_the_pure_build_passes_the_conformance_suites() -> None:
+    result = _run(pure=True)
+    assert result.stdout.startswith("pure Python"), result.stdout[:300]
+    assert result.returncode == 0 and " passed" in result.stdout and "failed" not in result.stdout, result.stdout[-2000:]
+
+
+def test_the_compiled_build_passes_the_conformance_suites_when_built() -> None:
+    result = _run(pure=False)
+    first = result.stdout.splitlines()[0]
+    if _compiled_available() and "stale" not in first:
+        assert first == "compiled (mypyc)", first
+    else:  # no compiler at set-up (or a source edited since): the plain modules answer, and say so
+        assert first.startswith("pure Python"), first
+    assert result.returncode == 0 and " passed" in result.stdout and "failed" not in result.stdout, result.stdout[-2000:]
+
+
+def test_the_build_in_use_is_named() -> None:
+    build = core_build()
+    assert build == "compiled (mypyc)" or build.startswith("pure Python"), build
+    if os.environ.get(PURE_ENV) == "1":
+        assert build.startswith("pure Python (")
+
+
+@pytest.mark.parametrize("pure", [True, False])
+def test_version_names_the_core_build(pure: bool) -> None:
+    env = {**os.environ, PURE_ENV: "1" if pure else "0"}
+    out = subprocess.run([sys.executable, "-m", "pipeline", "--version"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.startswith("volunteer, version ") and "\ndecision core: " in out, out
+    assert ("pure Python" in out) == (pure or not _compiled_available() or "stale" in out), out
