@@ -1,4 +1,4 @@
-"""Load a brain from a directory of JSON lines (design.md "Brain directory").
+"""Load a brain from a directory of JSON lines (docs/contracts.md "Brain directory").
 
 ``DIR/pages.jsonl``: one page per line (``slug`` and ``title`` required; ``id`` defaults to the line's
 position among the pages, which is the insertion order arm-2 results follow). ``DIR/aliases.jsonl``,

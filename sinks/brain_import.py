@@ -1,4 +1,4 @@
-"""Write brain pages and aliases into PostgreSQL the way gbrain's import does (spec §1.2, §1.3).
+"""Write brain pages and aliases into PostgreSQL the way gbrain's import does (reference-behaviour.md §1.2, §1.3).
 
 Pages are upserted on ``(source_id, slug)``, in the given order, so new pages get ``pages.id`` in
 that order (the order arm-2 results follow). A page whose content is unchanged is not touched at

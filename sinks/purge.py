@@ -59,7 +59,7 @@ def purge_events(
 ) -> int:
     """Delete events with ``volunteered_at < now() - retention_days``; returns how many.
 
-    A missing ``context_volunteer_events`` table gives 0 (as the reference, spec §12). A given
+    A missing ``context_volunteer_events`` table gives 0 (as the reference, reference-behaviour.md §12). A given
     connection must not be inside a transaction: every batch commits on its own.
     """
     _check(retention_days, batch_size)

@@ -1,7 +1,7 @@
 """The "used" signal: ``pages.last_retrieved_at`` written from page opens, with the reference throttle.
 
 gbrain writes ``last_retrieved_at = now()`` when a page is read, but only when the stored value is
-NULL or more than 5 minutes old (spec §1.2), so hot pages do not pile up row versions; ``volunteer
+NULL or more than 5 minutes old (reference-behaviour.md §1.2), so hot pages do not pile up row versions; ``volunteer
 stats`` counts a volunteered page as used when that column is later than the event (§11). Here a
 whole batch of opens is one ``UPDATE ... FROM unnest(...)``:
 

@@ -1,4 +1,4 @@
-"""Precision of volunteered pages per arm and channel: the reference ``--stats`` (spec §11, §7.3).
+"""Precision of volunteered pages per arm and channel: the reference ``--stats`` (reference-behaviour.md §11, §7.3).
 
 "Used" means the page's ``last_retrieved_at`` is strictly later than the event: approximate by
 design (a 5-minute retrieval throttle hides some uses, unrelated reads add some). Everything here
@@ -194,7 +194,7 @@ def channel_activity(
 
 
 def format_stats(result: UsageStats | dict[str, Any]) -> str:
-    """The reference's human rendering (spec §7.3), ending in a newline."""
+    """The reference's human rendering (reference-behaviour.md §7.3), ending in a newline."""
     stats = UsageStats.from_dict(result) if isinstance(result, dict) else result
     lines = [
         f"volunteered-context precision — last {stats.days} day(s) ({stats.note})",

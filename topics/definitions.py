@@ -1,4 +1,4 @@
-"""The topics of design.md plus ``page-opens`` (names, partitions, replication from :class:`Settings`) and their creation.
+"""The topics of docs/contracts.md plus ``page-opens`` (names, partitions, replication from :class:`Settings`) and their creation.
 
 Records travel as raw bytes: Faust topics use the ``raw`` codec and the agents decode with
 :mod:`topics.records`, so a malformed record becomes a dead letter instead of crashing a stream.

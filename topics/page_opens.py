@@ -1,7 +1,7 @@
 """The page-open feedback record (topic ``page-opens``): an application opened a page it was offered.
 
 ``{"slug": str, "source_id": str, "session_id"?: str, "opened_at"?: RFC 3339 | epoch ms}``. The
-worker turns these into the reference's "used" signal (``pages.last_retrieved_at``, spec §1.2, §11),
+worker turns these into the reference's "used" signal (``pages.last_retrieved_at``, reference-behaviour.md §1.2, §11),
 so ``volunteer stats`` measures real precision. The record key is ``source_id`` + ``/`` + ``slug``:
 every open of one page lands on one partition, so one worker updates a given row and opens of one
 page are applied in order. Decoding raises only :class:`InvalidRecord`, whose code becomes the

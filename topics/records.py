@@ -1,4 +1,4 @@
-"""Record schemas of the three topics (design.md "Records"), with strict decoding.
+"""Record schemas of the three topics (docs/contracts.md "Records"), with strict decoding.
 
 Decoding never raises anything but :class:`InvalidRecord`, whose ``code`` is the machine-readable
 dead-letter reason. Encoding is orjson; key order is fixed so records are byte-stable.

@@ -1,4 +1,4 @@
-"""Entity candidates from one turn (spec §4.1, §4.3): what is worth looking up in the brain.
+"""Entity candidates from one turn (reference-behaviour.md §4.1, §4.3): what is worth looking up in the brain.
 
 Zero-LLM and precision-biased, exactly like gbrain's ``extractCandidates``: @handles, capitalised
 runs (with the leading-stopword trim), then lowercase *weak* words and CJK n-grams that may only

@@ -1,9 +1,9 @@
-"""Privacy fences in page bodies (spec §7.2 steps 3-4): takes removed, facts kept world-only.
+"""Privacy fences in page bodies (reference-behaviour.md §7.2 steps 3-4): takes removed, facts kept world-only.
 
 A page body may carry a takes table and a facts table between HTML-comment markers. Neither may
 leak into a synopsis: takes are cut out whole; the facts table is parsed and re-rendered with only
 its ``world`` rows, exactly as gbrain's ``stripFactsFence(body, {keepVisibility: ['world']})`` does
-(which is why an empty re-rendered header can become a synopsis, spec §16.16).
+(which is why an empty re-rendered header can become a synopsis, reference-behaviour.md §16.16).
 
 The reference strips only the *first* fence of each kind, and only when it is closed: a second
 takes fence, or a takes fence whose end marker is missing, reaches the synopsis whole. Synopses use

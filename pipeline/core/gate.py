@@ -1,4 +1,4 @@
-"""The confidence gate (spec §6, gbrain ``gateVolunteeredPointers``): pointers in, volunteered pages out.
+"""The confidence gate (reference-behaviour.md §6, gbrain ``gateVolunteeredPointers``): pointers in, volunteered pages out.
 
 Exclusions come first (session dedupe by slug, and slug prefixes), then the confidence is recomputed
 from the arm plus the salience boost (the pointer's own confidence is ignored, so gating a gated set

@@ -1,4 +1,4 @@
-"""The two normalisers of the reference (spec §1.4), with JavaScript's notion of whitespace.
+"""The two normalisers of the reference (reference-behaviour.md §1.4), with JavaScript's notion of whitespace.
 
 ``normalize_alias`` keys the alias table and deduplicates candidates; ``slugify`` feeds the slug
 arms. Both must agree byte for byte with gbrain, so whitespace is JS ``\\s`` / ``String.trim``,

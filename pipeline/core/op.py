@@ -1,4 +1,4 @@
-"""The one-shot op (spec §8, gbrain ``volunteer_context``) and the shared decision over a window.
+"""The one-shot op (reference-behaviour.md §8, gbrain ``volunteer_context``) and the shared decision over a window.
 
 ``decide`` is the whole pipeline over already-extracted turns; the op, the stream step and replay all
 call it, so they cannot drift apart.

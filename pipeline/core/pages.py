@@ -1,4 +1,4 @@
-"""Brain rows as the core sees them: gbrain ``pages`` and ``page_aliases`` (spec §1.2, §1.3)."""
+"""Brain rows as the core sees them: gbrain ``pages`` and ``page_aliases`` (reference-behaviour.md §1.2, §1.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Human rendering shared by ``context``, ``replay`` and ``watch`` (spec §7.3, gbrain ``formatResult``)."""
+"""Human rendering shared by ``context``, ``replay`` and ``watch`` (reference-behaviour.md §7.3, gbrain ``formatResult``)."""
 
 from __future__ import annotations
 

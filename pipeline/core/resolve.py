@@ -1,4 +1,4 @@
-"""Candidates -> pages, arm by arm, in the reference's push order (spec §5, gbrain ``resolveEntitiesToPointers``).
+"""Candidates -> pages, arm by arm, in the reference's push order (reference-behaviour.md §5, gbrain ``resolveEntitiesToPointers``).
 
 Order of pushes, first claim of a ``(source_id, slug)`` wins:
 

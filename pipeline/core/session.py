@@ -1,4 +1,4 @@
-"""Per-session streaming decisions: gbrain ``watch`` semantics, one turn at a time (spec §9).
+"""Per-session streaming decisions: gbrain ``watch`` semantics, one turn at a time (reference-behaviour.md §9).
 
 :class:`SessionState` is everything a worker keeps per session: the rolling window as *cached
 candidates* (never raw text: the state goes to a changelog topic), which turn surfaced each slug

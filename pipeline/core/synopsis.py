@@ -1,4 +1,4 @@
-"""The one-line, privacy-safe synopsis of a page (spec §7.2, gbrain ``safeSynopsis``).
+"""The one-line, privacy-safe synopsis of a page (reference-behaviour.md §7.2, gbrain ``safeSynopsis``).
 
 A curated ``frontmatter.summary`` wins; otherwise the first prose line of the body after every
 takes fence is cut out and every facts fence is reduced to world rows (an unterminated fence runs

@@ -1,4 +1,4 @@
-"""Records the decision core hands out: resolver pointers and volunteered pages (spec §5.5, §7.1)."""
+"""Records the decision core hands out: resolver pointers and volunteered pages (reference-behaviour.md §5.5, §7.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Turns of a conversation window and their merged, salience-ordered candidates (spec §3, §4.2, §9).
+"""Turns of a conversation window and their merged, salience-ordered candidates (reference-behaviour.md §3, §4.2, §9).
 
 ``parse_window`` is the op's lenient ``role: text`` grammar (continuation lines allowed);
 ``parse_watch_line`` is the streaming grammar where every line is its own turn. ``merge_window``

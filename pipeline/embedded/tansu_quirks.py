@@ -1,4 +1,4 @@
-"""Every work-around for the embedded Tansu broker, in one place (notes/embedded-services.md).
+"""Every work-around for the embedded Tansu broker, in one place (docs/embedded-services.md).
 
 Active only for ``tansu://`` broker URLs (:attr:`Settings.broker_is_embedded`); against real Kafka or
 Redpanda none of this runs. Faust picks it up through its transport registry: :func:`install`

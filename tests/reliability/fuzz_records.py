@@ -4,7 +4,7 @@ Every generated record is built *as* one kind, so its fate is known without aski
 test: a **good** record is a valid Turn (possibly with SQL / markdown injection in every string
 field, NUL and control characters in its text, odd role casing, numbered or not); a **bad** record
 is a good one with exactly one defect (or bytes that cannot be a JSON object) and carries the set of
-dead-letter ``error`` codes design.md allows for that defect. The brain extras are pages whose slugs,
+dead-letter ``error`` codes docs/contracts.md allows for that defect. The brain extras are pages whose slugs,
 titles and bodies are hostile too, so such strings also travel through the decision core into the
 topic and the table.
 """

@@ -192,6 +192,6 @@ RATIONALE = re.compile(
 
 
 def rationale_is_template(rationale: str, display: str) -> bool:
-    """spec §7.1: the arm text with the display label, then the fixed mention / assistant clauses."""
+    """reference-behaviour.md §7.1: the arm text with the display label, then the fixed mention / assistant clauses."""
     match = RATIONALE.fullmatch(rationale)
     return match is not None and match.group("display") == display

@@ -1,10 +1,10 @@
 """A deterministic multi-session workload for the crash, outage and privacy tests.
 
-Sessions are the 450 conformance watch sessions (every line a turn, spec §9), renamed and reused as
+Sessions are the 450 conformance watch sessions (every line a turn, reference-behaviour.md §9), renamed and reused as
 often as needed, so pages really fire against the conformance brain. Every session is one of two
 producer kinds, chosen by the seed:
 
-- **numbered**: the producer sends ``turn`` numbers, sometimes with gaps (allowed by design.md);
+- **numbered**: the producer sends ``turn`` numbers, sometimes with gaps (allowed by docs/contracts.md);
 - **unnumbered**: no ``turn`` field, so the pipeline numbers the turns itself (the crash-sensitive path).
 
 Half the sessions carry a ``ts`` (then ``volunteered_at`` is exact and checked), some name a channel.

@@ -1,4 +1,4 @@
-"""Reference cases S01-S10, P01-P03, F03-F04 (spec §15.4), copied verbatim into reference_cases.jsonl."""
+"""Reference cases S01-S10, P01-P03, F03-F04 (reference-behaviour.md §15.4), copied verbatim into reference_cases.jsonl."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ class Session:
 
 
 def conformance_sessions(*, numbered_every: int = 2) -> list[Session]:
-    """The watch sessions run with default flags, as Turn records (spec §9 line semantics).
+    """The watch sessions run with default flags, as Turn records (reference-behaviour.md §9 line semantics).
 
     Every ``numbered_every``-th session carries producer turn numbers; the others leave numbering
     to the pipeline, so both paths are covered.

@@ -1,4 +1,4 @@
-"""Each Tansu quirk (notes/embedded-services.md): still there with the fix off, handled with it on.
+"""Each Tansu quirk (docs/embedded-services.md): still there with the fix off, handled with it on.
 
 These run against a fresh embedded broker on purpose (``embedded_broker``): they test Tansu itself,
 whatever broker the rest of the suite uses. A test that starts failing in its "still needed" half

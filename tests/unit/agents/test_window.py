@@ -1,5 +1,5 @@
 """The window agent's batch logic, without Faust: same per-session results as ``volunteer replay``,
-dead letters with reasons, and the crash-consistency rules of design.md."""
+dead letters with reasons, and the crash-consistency rules of docs/contracts.md."""
 
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def test_reprocessing_from_the_old_state_emits_identical_events(brain: BrainInde
 
 
 def test_duplicate_turn_numbers_are_ignored(brain: BrainIndex, settings: Settings) -> None:
-    """A turn number at or below the last is a duplicate and is ignored (design.md): no event, even
+    """A turn number at or below the last is a duplicate and is ignored (docs/contracts.md): no event, even
     under another channel (that would be a row its first processing never produced), no state change."""
     table = Table()
     processor = WindowProcessor(settings)

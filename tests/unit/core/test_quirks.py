@@ -1,4 +1,4 @@
-"""Reference quirks (spec §16) and JavaScript semantics the port must keep, one small case each."""
+"""Reference quirks (reference-behaviour.md §16) and JavaScript semantics the port must keep, one small case each."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reference's own acceptance cases (spec §15.2-15.4) that belong to the decision core.
+"""The reference's own acceptance cases (reference-behaviour.md §15.2-15.4) that belong to the decision core.
 
 Core, watch, window parsing, single-turn and window extraction, gate (including the post-snapshot
 prefix cases G07/G08), op contract and formatting. Stats, purge and event-logging cases belong to
