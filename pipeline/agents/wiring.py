@@ -1,4 +1,8 @@
-"""The Faust side of the agents: consume, batch, publish, save, acknowledge; plus the timers.
+"""The composition module: attaches the agents and timers to the worker's Faust app.
+
+Only :mod:`pipeline.app` imports it (tests read :data:`READY_MARK`); what the agents share lives
+in leaf modules they import instead (:mod:`.publishing`, :mod:`.retry`, :mod:`.batch_types`,
+:mod:`.context`), so the import graph stays one-way (tests/unit/test_import_graph.py).
 
 - window agent (``turns``): adaptive batches (:mod:`pipeline.agents.batching`) acknowledged only
   after the batch's outputs are delivered and its states saved (the order is explained in
