@@ -1,6 +1,6 @@
 """The composition module: attaches the agents and timers to the worker's Faust app.
 
-Only :mod:`pipeline.app` imports it (tests read :data:`READY_MARK`); what the agents share lives
+Agents never import it (the app does; the demo, tests and benches read :data:`READY_MARK`); what they share lives
 in leaf modules they import instead (:mod:`.publishing`, :mod:`.retry`, :mod:`.batch_types`,
 :mod:`.context`), so the import graph stays one-way (tests/unit/test_import_graph.py).
 
