@@ -29,8 +29,7 @@ sys.path.insert(0, str(ROOT))
 import orjson  # noqa: E402
 from prometheus_client import generate_latest  # noqa: E402
 
-from pipeline.agents.sink import SinkResult  # noqa: E402
-from pipeline.agents.window import BatchOutput  # noqa: E402
+from pipeline.agents.batch_types import BatchOutput, SinkResult  # noqa: E402
 from pipeline.braindir import load_brain_dir  # noqa: E402
 from pipeline.core.brain import BrainIndex  # noqa: E402
 from pipeline.core.session import DecisionOptions, SessionState, parse_watch_line, step  # noqa: E402

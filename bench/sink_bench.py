@@ -94,8 +94,8 @@ def run_copy(url: str, chunks: Sequence[Sequence[Volunteered]]) -> int:
 def run_sink_writer(url: str, chunks: Sequence[Sequence[Volunteered]]) -> int:
     """The sink agent's own path: Volunteered JSON records -> EventWriter.write (decode, validate,
     unnest INSERT with synchronous_commit on), one batch at a time."""
+    from pipeline.agents.batch_types import InRecord
     from pipeline.agents.sink import EventWriter
-    from pipeline.agents.window import InRecord
 
     batches = [[InRecord(ev.session_id.encode(), ev.to_json(), 0, i) for i, ev in enumerate(chunk)]
                for chunk in chunks]

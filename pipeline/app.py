@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 import faust
 
-from pipeline.agents import edge, fastdrain, recovery_order
-from pipeline.agents.answers import AnswerBoard, register_views
+from pipeline.agents import edge, fastdrain, recovery_order, wiring
+from pipeline.agents.answer_board import AnswerBoard
+from pipeline.agents.answers import register_views
 from pipeline.agents.brain import BrainHolder
+from pipeline.agents.context import Counters
 from pipeline.agents.sink import EventWriter
-from pipeline.agents.state import SessionTable
+from pipeline.agents.state import SESSION_TABLE, SessionTable
 from pipeline.agents.statecrypt import StateCipher, cipher_from
 from pipeline.agents.window import WindowProcessor, decision_options
 from pipeline.core.session import DecisionOptions
@@ -33,32 +34,14 @@ from topics.definitions import RAW
 
 log = logging.getLogger(__name__)
 
-SESSION_TABLE = "sessions"
-
-
-@dataclass
-class Counters:
-    """Running totals for the periodic progress line (never logged per event)."""
-
-    turns: int = 0
-    skipped: int = 0
-    volunteered: int = 0
-    dead_letters: int = 0
-    rows: int = 0
-    expired: int = 0
-    purged: int = 0
-
-    def snapshot(self) -> tuple[int, ...]:
-        return (self.turns, self.skipped, self.volunteered, self.dead_letters, self.rows, self.expired, self.purged)
-
-
 def faust_broker_urls(settings: Settings) -> list[str]:
     scheme = EMBEDDED_BROKER_SCHEME if settings.broker_is_embedded else "kafka"
     return [f"{scheme}://{server}" for server in settings.bootstrap_servers]
 
 
 class StreamApp:
-    """One worker's Faust app and everything its agents share."""
+    """One worker's Faust app and everything its agents share (they see it as
+    :class:`pipeline.agents.context.AgentContext`)."""
 
     def __init__(self, settings: Settings, brain: BrainHolder, *, options: DecisionOptions | None = None,
                  partitions: int | None = None, web_enabled: bool = False, web_port: int | None = None,
@@ -97,7 +80,7 @@ class StreamApp:
         self.advertised_url = ""
         self.guard: edge.EdgeGuard | None = None
         self.forward_ssl: Any = None
-        self.registration: edge.Registration | None = None  # set by register_views
+        self.registration: edge.Registration | None = None  # the hooks' registry entry, with the web server
         if web_enabled:  # the agent edge (agents/edge.py): port, address, TLS, credential, checks
             port = edge.choose_web_port(settings, web_port)
             self.token = edge.worker_token(settings)
@@ -129,11 +112,9 @@ class StreamApp:
         self.metrics = WorkerMetrics()  # served by run_worker when VOLUNTEER_METRICS_PORT is set
         self.metrics.bind(self)
 
-        from pipeline.agents import wiring
-
         wiring.register_all(self)
         if web_enabled:
-            register_views(self)  # the hooks' answer endpoint
+            self.registration = register_views(self)  # the hooks' answer endpoint
 
     def _topic(self, name: str) -> Any:
         return self.app.topic(name, key_type=bytes, value_type=bytes, key_serializer=RAW, value_serializer=RAW,

@@ -27,10 +27,8 @@ from pipeline.core.tally import DecisionTally
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from pipeline.agents.page_opens import OpensResult
-    from pipeline.agents.sink import SinkResult
-    from pipeline.agents.window import BatchOutput
-    from pipeline.app import StreamApp
+    from pipeline.agents.batch_types import BatchOutput, OpensResult, SinkResult
+    from pipeline.agents.context import AgentContext
     from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -90,7 +88,7 @@ class WorkerMetrics:
         self.page_opens = 0
         self.page_open_updates = 0
         self._lock = threading.Lock()  # the scrape thread copies what the event loop adds to
-        self._app: StreamApp | None = None
+        self._app: AgentContext | None = None
         self._server: WSGIServer | None = None
         self.port: int | None = None
         self.sink_batch_size = Histogram(
@@ -108,7 +106,7 @@ class WorkerMetrics:
         self.registry.register(_WorkerCollector(self))
         ProcessCollector(registry=self.registry)
 
-    def bind(self, app: StreamApp) -> None:
+    def bind(self, app: AgentContext) -> None:
         """Read the app's counters, table, brain and consumer at scrape time."""
         self._app = app
 
@@ -216,7 +214,7 @@ class _WorkerCollector:
         if app is not None:
             yield from self._current(app)
 
-    def _current(self, app: StreamApp) -> Iterator[Metric]:
+    def _current(self, app: AgentContext) -> Iterator[Metric]:
         settings = app.settings
         info = InfoMetricFamily("volunteer_worker", "This worker's identity.")
         info.add_metric([], {"app_id": settings.app_id,
@@ -250,7 +248,7 @@ class _WorkerCollector:
         yield lag
 
 
-def consumer_lag(app: StreamApp) -> list[tuple[str, int, int]]:
+def consumer_lag(app: AgentContext) -> list[tuple[str, int, int]]:
     """``(topic, partition, lag)`` for the input topics' partitions this worker owns.
 
     The high watermark is the one the consumer saw in its latest Fetch response, which is right on the

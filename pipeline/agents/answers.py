@@ -29,24 +29,23 @@ worker's proof. On top of that, this module keeps requests apart (docs/security.
   (``out_of_range``, HTTP 409, with ``last_turn``) before anything is published, so the session is
   not broken and the hook renumbers.
 
-Answers come from :class:`AnswerBoard`, which the window agent fills after each batch with the
+Answers come from :class:`pipeline.agents.answer_board.AnswerBoard`, which the window agent fills after each batch with the
 proposals of hook-channel turns (:mod:`pipeline.agents.hooklane`); results are kept for a minute
 so an answer that is ready before the request starts waiting is not missed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from pipeline.agents.hooklane import Proposal
+from pipeline.agents.publishing import publish
+from pipeline.agents.state import SESSION_TABLE, CorruptState, SessionRecord
 from pipeline.hook.credential import (
     AUTH_HEADER,
     PROOF_HEADER,
@@ -71,83 +70,17 @@ from pipeline.hook.protocol import (
 from topics.records import InvalidRecord, decode_turn
 
 if TYPE_CHECKING:
-    from pipeline.app import StreamApp
+    from pipeline.agents.context import AgentContext
+    from pipeline.agents.edge import Registration
 
 log = logging.getLogger(__name__)
 
-KEEP_RESULTS_S = 60.0
-MAX_RESULTS = 8192
 MAX_TURNS_PER_REQUEST = 80
 FORWARD_EXTRA_S = 2.0
 MAX_TURN_AHEAD = 10_000
 """A turn numbered further beyond the session's last turn is refused (``out_of_range``)."""
 HOOK_ENDPOINT_MARK = "hook answer endpoint:"
 """Logged (INFO) when the worker starts with its web server on; tests and the bench read the URL."""
-
-Key = tuple[str, int]
-
-
-class AnswerBoard:
-    """Proposals of recent hook-channel turns, and the requests waiting for them."""
-
-    def __init__(self, keep_s: float = KEEP_RESULTS_S, max_results: int = MAX_RESULTS) -> None:
-        self.keep_s = keep_s
-        self.max_results = max_results
-        self._results: OrderedDict[Key, tuple[float, Proposal]] = OrderedDict()
-        self._waiters: dict[Key, list[asyncio.Future[Proposal]]] = {}
-
-    def resolve(self, proposals: Iterable[Proposal]) -> None:
-        now = time.monotonic()
-        for proposal in proposals:
-            key = (proposal.session_id, proposal.turn)
-            self._results[key] = (now, proposal)
-            self._results.move_to_end(key)
-            for future in self._waiters.pop(key, ()):
-                if not future.done():
-                    future.set_result(proposal)
-        self._expire(now)
-
-    def forget(self, session_id: str, turn: int) -> None:
-        """Drop a kept result before the same turn number is published again."""
-        self._results.pop((session_id, turn), None)
-
-    def _expire(self, now: float) -> None:
-        results = self._results
-        while results:
-            key, (at, _) = next(iter(results.items()))
-            if now - at <= self.keep_s and len(results) <= self.max_results:
-                break
-            del results[key]
-
-    def busy(self, session_id: str, turn: int) -> bool:
-        """Is a request already waiting for this turn? (A second one would get the first one's pages.)"""
-        return bool(self._waiters.get((session_id, turn)))
-
-    async def wait(self, session_id: str, turn: int, timeout_s: float) -> Proposal | None:
-        key = (session_id, turn)
-        kept = self._results.get(key)
-        if kept is not None:
-            return kept[1]
-        if timeout_s <= 0:
-            return None
-        future: asyncio.Future[Proposal] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(key, []).append(future)
-        try:
-            return await asyncio.wait_for(future, timeout_s)
-        except TimeoutError:
-            return None
-        finally:
-            waiters = self._waiters.get(key)
-            if waiters is not None:
-                if future in waiters:
-                    waiters.remove(future)
-                if not waiters:
-                    del self._waiters[key]
-
-    @property
-    def waiting(self) -> int:
-        return sum(len(w) for w in self._waiters.values())
-
 
 # ----------------------------------------------------------------------------- requests
 
@@ -275,17 +208,15 @@ def answer_for(proposal: Proposal | None, token: str = "") -> dict[str, Any]:
 
 
 class HookEndpoint:
-    """The three handlers, bound to one worker's :class:`StreamApp`."""
+    """The handlers, bound to one worker's parts (:class:`pipeline.agents.context.AgentContext`)."""
 
-    def __init__(self, ctx: StreamApp) -> None:
+    def __init__(self, ctx: AgentContext) -> None:
         self.ctx = ctx
         self.token = ctx.token
 
     def owner_url(self, key: bytes) -> str | None:
         """The web address of the worker owning ``key``'s partition, if that is another worker."""
         app = self.ctx.app
-        from pipeline.app import SESSION_TABLE
-
         try:
             url = app.router.key_store(SESSION_TABLE, key)
             mine = app.conf.canonical_url
@@ -316,8 +247,6 @@ class HookEndpoint:
     def last_turn_here(self, key: bytes) -> int | None:
         """The session's last turn from this worker's table, if it owns the session (else None)."""
         from aiokafka.partitioner import murmur2
-
-        from pipeline.agents.state import CorruptState, SessionRecord
 
         table = self.ctx.table
         partition = (murmur2(key) & 0x7FFFFFFF) % self.ctx.partitions  # the producer's default partitioner
@@ -354,8 +283,6 @@ class HookEndpoint:
             if board.busy(req.session_id, req.wait_turn):
                 return 409, orjson.dumps({"status": "busy", "error": "another request waits for this turn"})
             board.forget(req.session_id, req.wait_turn)
-        from pipeline.agents.wiring import publish
-
         try:
             await publish(self.ctx, settings.topic_turns, [(req.key, value) for value in req.records])
         except Exception as exc:
@@ -373,8 +300,6 @@ class HookEndpoint:
             delivery = parse_delivered_request(body, self.token)
         except BadRequest as exc:
             return 400, orjson.dumps({"status": "bad_request", "error": str(exc)})
-        from pipeline.agents.wiring import publish
-
         key = delivery.session_id.encode("utf-8", "surrogatepass")
         try:
             await publish(self.ctx, self.ctx.settings.topic_turns, [(key, delivery.to_json())])
@@ -391,8 +316,9 @@ class HookEndpoint:
         })
 
 
-def register_views(ctx: StreamApp) -> None:
-    """Add the endpoint to the worker's Faust web server (only when the web server is on)."""
+def register_views(ctx: AgentContext) -> Registration:
+    """Add the endpoint to the worker's Faust web server (only when the web server is on); returns
+    this worker's entry in the hooks' registry."""
     from faust import web
 
     endpoint = HookEndpoint(ctx)
@@ -427,7 +353,6 @@ def register_views(ctx: StreamApp) -> None:
 
     url = ctx.advertised_url or str(ctx.app.conf.canonical_url).rstrip("/")
     registration = Registration(ctx.settings, url)
-    ctx.registration = registration
 
     from pipeline.agents.health import register_health_views
 
@@ -454,3 +379,4 @@ def register_views(ctx: StreamApp) -> None:
     import atexit
 
     atexit.register(registration.remove)  # a clean exit (SIGTERM, Ctrl-C); after a kill the entry goes stale
+    return registration

@@ -1,5 +1,5 @@
 """The database half every writing agent shares: one durable connection and retry-with-backoff
-(:class:`Backoff` is also what the broker retries in wiring.py use).
+(the delays are :class:`pipeline.agents.retry.Backoff`, the same as the broker retries').
 
 An agent acknowledges its records once its statement returns, so that commit must survive a
 PostgreSQL crash (``synchronous_commit`` on, whatever the server default), and while the database
@@ -17,12 +17,11 @@ from collections.abc import Awaitable, Callable
 
 import psycopg
 
+from pipeline.agents.retry import Backoff
 from sinks.db import redact
 
 log = logging.getLogger(__name__)
 
-MAX_BACKOFF_S = 5.0
-FIRST_BACKOFF_S = 0.05
 WARN_EVERY_S = 10.0
 
 
@@ -77,14 +76,3 @@ class DurableConnection:
         await sleep(backoff.next())
         return False
 
-
-class Backoff:
-    """Exponential delays for one batch: 50 ms, 100 ms, … capped at 5 s."""
-
-    def __init__(self) -> None:
-        self._delay = FIRST_BACKOFF_S
-
-    def next(self) -> float:
-        delay = self._delay
-        self._delay = min(self._delay * 2, MAX_BACKOFF_S)
-        return delay

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from pipeline.app import StreamApp
+    from pipeline.agents.context import AgentContext
 
 LIVE_PATH = "/livez"
 READY_PATH = "/readyz"
@@ -60,7 +60,7 @@ class Readiness:
         })
 
 
-def readiness(ctx: StreamApp) -> Readiness:
+def readiness(ctx: AgentContext) -> Readiness:
     """The readiness of this worker now (cheap: no request to the broker or the database)."""
     from pipeline.metrics import consumer_lag
 
@@ -73,7 +73,7 @@ def readiness(ctx: StreamApp) -> Readiness:
     return Readiness(len(owned), recovering, lag, ctx.settings.ready_max_lag, pages)
 
 
-def register_health_views(ctx: StreamApp) -> None:
+def register_health_views(ctx: AgentContext) -> None:
     """Add ``/livez`` and ``/readyz`` to the worker's Faust web server."""
     from faust import web
 

@@ -14,34 +14,24 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from pipeline.agents.dbwriter import Backoff, DurableConnection
-from pipeline.agents.window import InRecord
+from pipeline.agents.batch_types import InRecord, OpensResult, in_records
+from pipeline.agents.dbwriter import DurableConnection
+from pipeline.agents.publishing import now_ms, publish_retrying
+from pipeline.agents.retry import Backoff
 from sinks.retrieval import Open, mark_retrieved
 from topics.page_opens import decode_page_open
 from topics.records import DeadLetter, InvalidRecord
 
 if TYPE_CHECKING:
-    from pipeline.app import StreamApp
+    from pipeline.agents.context import AgentContext
 
 log = logging.getLogger(__name__)
 
 PAGE_OPENS_BATCH_MAX = 1000
-
-
-@dataclass(slots=True)
-class OpensResult:
-    """What one batch did: valid opens, rows changed, dead letters; ``attempts < 0``: stopped, unwritten."""
-
-    opens: int = 0
-    updated: int = 0
-    dead: list[tuple[bytes | None, bytes]] = field(default_factory=list)
-    dead_reasons: list[str] = field(default_factory=list)
-    attempts: int = 0
 
 
 class OpenWriter:
@@ -95,17 +85,15 @@ class OpenWriter:
         return result
 
 
-def register_page_opens_agent(ctx: StreamApp) -> None:
+def register_page_opens_agent(ctx: AgentContext) -> None:
     """The Faust agent on ``page-opens``: batch, write, dead-letter, then acknowledge."""
-    from pipeline.agents.wiring import _records, now_ms, publish_retrying
-
     settings = ctx.settings
     writer = OpenWriter(settings.database_url, settings.topic_page_opens)
 
     @ctx.app.agent(ctx.page_opens_topic, name="volunteer-page-opens")
     async def page_opens_agent(stream: Any) -> None:
         async for events in stream.noack_take(PAGE_OPENS_BATCH_MAX, within=settings.sink_flush_seconds):
-            result = await writer.write(_records(events), now_ms(), should_stop=lambda: bool(ctx.app.should_stop))
+            result = await writer.write(in_records(events), now_ms(), should_stop=lambda: bool(ctx.app.should_stop))
             if result.attempts < 0:
                 return
             if not await publish_retrying(ctx, settings.topic_dlq, result.dead, "dead-lettering page opens"):

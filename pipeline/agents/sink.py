@@ -13,24 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 
 import psycopg
 
-from pipeline.agents.dbwriter import Backoff, DurableConnection
-from pipeline.agents.window import InRecord
+from pipeline.agents.batch_types import InRecord, SinkResult
+from pipeline.agents.dbwriter import DurableConnection
+from pipeline.agents.retry import Backoff
 from sinks.events import InvalidEvent, insert_events
 from topics.records import DeadLetter, InvalidRecord, Volunteered
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class SinkResult:
-    inserted: int = 0
-    events: int = 0
-    dead: list[tuple[bytes | None, bytes]] = field(default_factory=list)
-    attempts: int = 0
 
 
 class EventWriter:

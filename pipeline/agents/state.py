@@ -129,6 +129,10 @@ def newest_states(events: Iterable[Any], stored_offset: Callable[[Any], int]) ->
     return kept, dropped
 
 
+SESSION_TABLE = "sessions"
+"""The table's name: its changelog topic and the key router (``app.router.key_store``) use it."""
+
+
 class SessionTable(faust.Table[bytes, bytes]):
     """A Faust table of raw bytes whose writes go to an explicitly named changelog partition."""
 

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from pipeline.agents.hooklane import Proposal, apply_delivery, is_hook_channel, propose, volunteered_event
+from pipeline.agents.batch_types import BatchOutput, InRecord
+from pipeline.agents.hooklane import apply_delivery, is_hook_channel, propose, volunteered_event
 from pipeline.agents.state import CorruptState, SessionRecord
 from pipeline.agents.statecrypt import StateCipher
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions, step
-from pipeline.core.tally import DecisionTally
 from pipeline.hook.protocol import decode_delivery, is_delivery
 from pipeline.settings import Settings
 from topics.records import (
@@ -47,29 +47,6 @@ WINDOW_BATCH_MAX = 1000
 DECODED_CACHE_MAX = 20_000
 """Decoded session states kept between batches (LRU), so an active session is not re-decoded
 from its table bytes on every batch; about 100 MB at most for long windows."""
-
-
-@dataclass(frozen=True, slots=True)
-class InRecord:
-    """One consumed ``turns`` record, as raw as it came."""
-
-    key: bytes | None
-    value: bytes | None
-    partition: int
-    offset: int
-
-
-@dataclass(slots=True)
-class BatchOutput:
-    """What one batch produces: records to publish, then session states to save."""
-
-    volunteered: list[tuple[bytes, bytes]] = field(default_factory=list)  # (key, value)
-    dead: list[tuple[bytes | None, bytes]] = field(default_factory=list)  # (original key, dead letter)
-    states: dict[bytes, SessionRecord] = field(default_factory=dict)  # session key -> new record
-    turns: int = 0
-    skipped: int = 0  # blank turns, redeliveries already applied
-    tally: DecisionTally = field(default_factory=DecisionTally)  # what the core decided (metrics)
-    proposals: list[Proposal] = field(default_factory=list)  # hook-channel turns, for the waiting hooks
 
 
 def decision_options(settings: Settings) -> DecisionOptions:

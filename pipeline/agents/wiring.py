@@ -1,4 +1,8 @@
-"""The Faust side of the agents: consume, batch, publish, save, acknowledge; plus the timers.
+"""The composition module: attaches the agents and timers to the worker's Faust app.
+
+Agents never import it (the app does; the demo, tests and benches read :data:`READY_MARK`); what they share lives
+in leaf modules they import instead (:mod:`.publishing`, :mod:`.retry`, :mod:`.batch_types`,
+:mod:`.context`), so the import graph stays one-way (tests/unit/test_import_graph.py).
 
 - window agent (``turns``): adaptive batches (:mod:`pipeline.agents.batching`) acknowledged only
   after the batch's outputs are delivered and its states saved (the order is explained in
@@ -15,16 +19,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
+from pipeline.agents.batch_types import BatchOutput, InRecord, in_records
 from pipeline.agents.batching import AdaptiveBatches
-from pipeline.agents.bulk_send import send_all
-from pipeline.agents.dbwriter import Backoff
+from pipeline.agents.context import AgentContext
 from pipeline.agents.expiry import is_idle, sweep_interval
-from pipeline.agents.window import WINDOW_BATCH_MAX, BatchOutput, InRecord
-
-if TYPE_CHECKING:
-    from pipeline.app import StreamApp
+from pipeline.agents.page_opens import register_page_opens_agent
+from pipeline.agents.publishing import now_ms, publish_all, publish_retrying
+from pipeline.agents.retry import Backoff, is_transport_error
+from pipeline.agents.window import WINDOW_BATCH_MAX
 
 log = logging.getLogger(__name__)
 
@@ -32,46 +36,7 @@ PROGRESS_EVERY_S = 30.0
 SWEEP_CHUNK = 5000
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _records(events: Sequence[Any]) -> list[InRecord]:
-    out = []
-    for event in events:
-        msg = event.message
-        out.append(InRecord(msg.key, msg.value, msg.partition, msg.offset))
-    return out
-
-
-async def publish(ctx: StreamApp, topic: str, items: Sequence[tuple[bytes | None, bytes]]) -> None:
-    """Send and wait until the broker has every record (raises on a send failure)."""
-    await send_all(ctx.app.producer, [(topic, key, value, None) for key, value in items])
-
-
-async def publish_all(ctx: StreamApp, batches: Sequence[tuple[str, Sequence[tuple[bytes | None, bytes]]]]) -> None:
-    """:func:`publish` for several topics with one wait (one produce request when they fit)."""
-    await send_all(ctx.app.producer, [(topic, key, value, None) for topic, items in batches for key, value in items])
-
-
-async def publish_retrying(ctx: StreamApp, topic: str, items: Sequence[tuple[bytes | None, bytes]],
-                           what: str) -> bool:
-    """:func:`publish`, retried with backoff while the broker refuses; False if the worker started
-    stopping meanwhile (the caller then acknowledges nothing)."""
-    backoff = Backoff()
-    while items:
-        try:
-            await publish(ctx, topic, items)
-            break
-        except Exception as exc:
-            if ctx.app.should_stop:
-                return False
-            log.warning("%s failed (%s); retrying", what, exc)
-            await asyncio.sleep(backoff.next())
-    return True
-
-
-async def save_states(ctx: StreamApp, items: Sequence[tuple[bytes, bytes, int]]) -> None:
+async def save_states(ctx: AgentContext, items: Sequence[tuple[bytes, bytes, int]]) -> None:
     """Store a batch's session states and wait for their changelog records, retrying until the
     broker takes them (the records are not acknowledged before)."""
     backoff = Backoff()
@@ -80,14 +45,14 @@ async def save_states(ctx: StreamApp, items: Sequence[tuple[bytes, bytes, int]])
             await ctx.table.save_many(items)
             return
         except Exception as exc:
-            if ctx.app.should_stop:
-                raise
+            if not is_transport_error(exc) or ctx.app.should_stop:
+                raise  # not the broker (a bug: crash loudly), or stopping
             delay = backoff.next()
             log.warning("saving session states failed (%s); retrying in %.2fs", exc, delay)
             await asyncio.sleep(delay)
 
 
-async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> BatchOutput:
+async def handle_window_batch(ctx: AgentContext, records: Sequence[InRecord]) -> BatchOutput:
     """Decide, publish, save: retried as a whole (from the saved states) until the broker takes it."""
     backoff = Backoff()
     started = time.perf_counter()
@@ -98,8 +63,8 @@ async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> Ba
             await publish_all(ctx, ((ctx.settings.topic_volunteered, out.volunteered),
                                     (ctx.settings.topic_dlq, out.dead)))
         except Exception as exc:  # broker trouble: nothing saved yet, so retrying is exact
-            if ctx.app.should_stop:
-                raise
+            if not is_transport_error(exc) or ctx.app.should_stop:
+                raise  # not the broker (a bug: crash loudly), or stopping
             delay = backoff.next()
             log.warning("publishing a batch failed (%s); retrying in %.2fs", exc, delay)
             await asyncio.sleep(delay)
@@ -124,24 +89,24 @@ async def handle_window_batch(ctx: StreamApp, records: Sequence[InRecord]) -> Ba
         return out
 
 
-def register_window_agent(ctx: StreamApp) -> None:
+def register_window_agent(ctx: AgentContext) -> None:
     @ctx.app.agent(ctx.turns_topic, name="volunteer-window")
     async def window_agent(stream: Any) -> None:
         batches = AdaptiveBatches(stream, WINDOW_BATCH_MAX)
         async for events in batches:
-            out = await handle_window_batch(ctx, _records(events))
+            out = await handle_window_batch(ctx, in_records(events))
             ctx.answers.resolve(out.proposals)  # wake the hooks waiting for these turns
             await batches.ack(events)
 
 
-def register_sink_agent(ctx: StreamApp) -> None:
+def register_sink_agent(ctx: AgentContext) -> None:
     settings = ctx.settings
 
     @ctx.app.agent(ctx.volunteered_topic, name="volunteer-sink")
     async def sink_agent(stream: Any) -> None:
         batches = AdaptiveBatches(stream, settings.sink_batch_size)
         async for events in batches:
-            records = _records(events)
+            records = in_records(events)
             started = time.perf_counter()
             result = await ctx.writer.write(records, now_ms(), should_stop=lambda: bool(ctx.app.should_stop))
             if result.attempts < 0:
@@ -154,7 +119,7 @@ def register_sink_agent(ctx: StreamApp) -> None:
             await batches.ack(events)
 
 
-def register_timers(ctx: StreamApp) -> None:
+def register_timers(ctx: AgentContext) -> None:
     app, settings = ctx.app, ctx.settings
 
     @app.timer(sweep_interval(settings.session_idle_seconds), name="volunteer-expire-sessions")
@@ -183,7 +148,7 @@ def register_timers(ctx: StreamApp) -> None:
                      c.skipped, c.expired)
 
 
-async def sweep_idle_sessions(ctx: StreamApp) -> int:
+async def sweep_idle_sessions(ctx: AgentContext) -> int:
     """Delete sessions idle longer than ``session_idle_seconds`` from partitions owned here."""
     owned = ctx.assigned_partitions(ctx.settings.topic_turns)
     if not owned:
@@ -208,7 +173,7 @@ async def sweep_idle_sessions(ctx: StreamApp) -> int:
     return deleted
 
 
-async def run_purge(ctx: StreamApp) -> int:
+async def run_purge(ctx: AgentContext) -> int:
     from sinks.purge import purge_events_async
 
     settings = ctx.settings
@@ -227,7 +192,7 @@ READY_MARK = "ready: owns partitions"
 """Logged (INFO) after every rebalance once recovery is done; the demo and tests wait for it."""
 
 
-def register_ready_log(ctx: StreamApp) -> None:
+def register_ready_log(ctx: AgentContext) -> None:
     async def on_ready(sender: Any, **_: Any) -> None:
         owned = sorted(ctx.assigned_partitions(ctx.settings.topic_turns))
         log.info("%s %s of %s (%d sessions in the table)", READY_MARK, owned, ctx.settings.topic_turns,
@@ -236,9 +201,7 @@ def register_ready_log(ctx: StreamApp) -> None:
     ctx.app.on_rebalance_complete.connect(cast(Any, on_ready))
 
 
-def register_all(ctx: StreamApp) -> None:
-    from pipeline.agents.page_opens import register_page_opens_agent
-
+def register_all(ctx: AgentContext) -> None:
     register_window_agent(ctx)
     register_sink_agent(ctx)
     register_page_opens_agent(ctx)

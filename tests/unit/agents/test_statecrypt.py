@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from pipeline.agents.batch_types import InRecord
 from pipeline.agents.state import (
     HEADER_SIZE,
     PLAIN_VERSION,
@@ -26,7 +27,7 @@ from pipeline.agents.statecrypt import (
     new_key_text,
     parse_key,
 )
-from pipeline.agents.window import InRecord, WindowProcessor
+from pipeline.agents.window import WindowProcessor
 from pipeline.braindir import load_brain_dir
 from pipeline.core.session import SessionState
 from pipeline.settings import load_settings

@@ -9,8 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
+from pipeline.agents.batch_types import BatchOutput, InRecord
 from pipeline.agents.state import SessionRecord
-from pipeline.agents.window import BatchOutput, InRecord, WindowProcessor
+from pipeline.agents.window import WindowProcessor
 from pipeline.braindir import load_brain_dir
 from pipeline.cli.replay_cmd import replay_lines
 from pipeline.core.brain import BrainIndex

@@ -11,8 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from pipeline.agents.batch_types import BatchOutput, InRecord
 from pipeline.agents.state import SessionRecord
-from pipeline.agents.window import BatchOutput, InRecord, WindowProcessor
+from pipeline.agents.window import WindowProcessor
 from pipeline.braindir import load_brain_dir
 from pipeline.core.brain import BrainIndex
 from pipeline.hook.protocol import Delivery

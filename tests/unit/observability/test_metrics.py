@@ -9,9 +9,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipeline.agents.page_opens import OpensResult
-from pipeline.agents.sink import SinkResult
-from pipeline.agents.window import BatchOutput
+from pipeline.agents.batch_types import BatchOutput, OpensResult, SinkResult
 from pipeline.core.tally import DecisionTally
 from pipeline.metrics import MetricsPortError, WorkerMetrics, serve_metrics_for
 from pipeline.settings import load_settings

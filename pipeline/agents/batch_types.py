@@ -1,0 +1,69 @@
+"""What the agents' batch logic takes and returns: :class:`InRecord` in, a result per agent out.
+
+These are plain data, kept apart from the agents that fill them so that the Faust wiring, the
+metrics (:mod:`pipeline.metrics`) and the tests can all name them without importing an agent (the
+import graph stays one-way: tests/unit/test_import_graph.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.agents.hooklane import Proposal
+from pipeline.agents.state import SessionRecord
+from pipeline.core.tally import DecisionTally
+
+
+@dataclass(frozen=True, slots=True)
+class InRecord:
+    """One consumed record, as raw as it came."""
+
+    key: bytes | None
+    value: bytes | None
+    partition: int
+    offset: int
+
+
+def in_records(events: Sequence[Any]) -> list[InRecord]:
+    """The records of a batch of Faust events (their messages' key, value, partition and offset)."""
+    out = []
+    for event in events:
+        msg = event.message
+        out.append(InRecord(msg.key, msg.value, msg.partition, msg.offset))
+    return out
+
+
+@dataclass(slots=True)
+class BatchOutput:
+    """What one window batch produces: records to publish, then session states to save."""
+
+    volunteered: list[tuple[bytes, bytes]] = field(default_factory=list)  # (key, value)
+    dead: list[tuple[bytes | None, bytes]] = field(default_factory=list)  # (original key, dead letter)
+    states: dict[bytes, SessionRecord] = field(default_factory=dict)  # session key -> new record
+    turns: int = 0
+    skipped: int = 0  # blank turns, redeliveries already applied
+    tally: DecisionTally = field(default_factory=DecisionTally)  # what the core decided (metrics)
+    proposals: list[Proposal] = field(default_factory=list)  # hook-channel turns, for the waiting hooks
+
+
+@dataclass(slots=True)
+class SinkResult:
+    """What one sink batch did: rows inserted, events stored, dead letters; ``attempts < 0``: stopped, unwritten."""
+
+    inserted: int = 0
+    events: int = 0
+    dead: list[tuple[bytes | None, bytes]] = field(default_factory=list)
+    attempts: int = 0
+
+
+@dataclass(slots=True)
+class OpensResult:
+    """What one page-opens batch did: valid opens, rows changed, dead letters; ``attempts < 0``: stopped, unwritten."""
+
+    opens: int = 0
+    updated: int = 0
+    dead: list[tuple[bytes | None, bytes]] = field(default_factory=list)
+    dead_reasons: list[str] = field(default_factory=list)
+    attempts: int = 0
