@@ -2,7 +2,7 @@
 
 Kept apart from Faust so it can be read (and reasoned about) on its own; the Faust wiring is in
 :mod:`pipeline.agents.wiring`. One batch is processed in three phases, in this order, which is what
-makes a crash at any point safe (design.md, "Crash consistency"):
+makes a crash at any point safe (docs/contracts.md, "Crash consistency"):
 
 1. decide: every record is decoded and stepped against its session's state (loaded once per
    batch); nothing is written yet;
@@ -155,7 +155,7 @@ class WindowProcessor:
                 out.skipped += 1
                 continue
             if result.duplicate and not hook_turn:
-                # A repeated turn number is ignored (design.md). Its pages were published before the state
+                # A repeated turn number is ignored (docs/contracts.md). Its pages were published before the state
                 # that counts it was saved; re-emitting them under this record's channel would store rows
                 # (other event ids) that the turn's first processing never produced.
                 out.skipped += 1

@@ -1,4 +1,4 @@
--- gbrain-compatible brain pages (spec §1.2). Creates the table only when it is missing; on an
+-- gbrain-compatible brain pages (docs/reference-behaviour.md §1.2). Creates the table only when it is missing; on an
 -- existing gbrain brain it adds, at most, the nullable/defaulted columns this service reads.
 -- Guarded rather than IF NOT EXISTS: a role without CREATE on the schema can still re-run it.
 DO $$ BEGIN

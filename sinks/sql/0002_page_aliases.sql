@@ -1,4 +1,4 @@
--- gbrain-compatible alias table (spec §1.3). Deliberately not unique on (source_id, alias_norm):
+-- gbrain-compatible alias table (docs/reference-behaviour.md §1.3). Deliberately not unique on (source_id, alias_norm):
 -- two pages may claim one alias; ambiguity is settled when resolving.
 -- Guarded rather than IF NOT EXISTS: a role without CREATE on the schema can still re-run it.
 DO $$ BEGIN

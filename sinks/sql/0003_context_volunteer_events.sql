@@ -1,4 +1,4 @@
--- The volunteered-page log, exactly gbrain's migration v117 (spec §1.1): same columns, defaults and
+-- The volunteered-page log, exactly gbrain's migration v117 (docs/reference-behaviour.md §1.1): same columns, defaults and
 -- index names, so gbrain's --stats, doctor and purge read our rows and we read theirs.
 -- Guarded rather than IF NOT EXISTS: a role without CREATE on the schema can still re-run it.
 DO $$ BEGIN
