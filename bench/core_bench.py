@@ -34,7 +34,6 @@ sys.path.insert(0, str(ROOT))
 import orjson  # noqa: E402
 
 from pipeline.braindir import load_brain_dir  # noqa: E402
-from pipeline.cli.replay_cmd import replay_lines  # noqa: E402
 from pipeline.core import extract as extract_mod  # noqa: E402
 from pipeline.core.brain import BrainIndex  # noqa: E402
 from pipeline.core.extract import extract_candidates  # noqa: E402
@@ -45,6 +44,7 @@ from pipeline.core.resolve import resolve  # noqa: E402
 from pipeline.core.session import DecisionOptions, SessionState, parse_watch_line, step  # noqa: E402
 from pipeline.core.synopsis import safe_synopsis  # noqa: E402
 from pipeline.core.window import merge_window  # noqa: E402
+from pipeline.replay import replay_lines  # noqa: E402
 
 CONFORMANCE = ROOT / "tests" / "fixtures" / "conformance"
 Session = tuple[str, DecisionOptions, str, list[tuple[str, str]]]  # (id, options, source, turns)

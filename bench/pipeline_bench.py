@@ -36,11 +36,11 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline.agents.wiring import READY_MARK  # noqa: E402
 from pipeline.braindir import load_brain_dir  # noqa: E402
-from pipeline.cli.replay_cmd import replay_lines  # noqa: E402
 from pipeline.core.session import DecisionOptions  # noqa: E402
 from pipeline.core.window import parse_watch_line  # noqa: E402
 from pipeline.embedded.postgres import EmbeddedPostgres  # noqa: E402
 from pipeline.embedded.tansu import EmbeddedBroker  # noqa: E402
+from pipeline.replay import replay_lines  # noqa: E402
 from pipeline.settings import Settings, load_settings  # noqa: E402
 from sinks.schema import migrate  # noqa: E402
 from topics.clients import make_producer  # noqa: E402

@@ -47,8 +47,8 @@ def sample_turns(path: Path, now_ms: int) -> list[Turn]:
 def expected_pages(turns: list[Turn], brain_dir: Path) -> int:
     """What the worker must volunteer: the same per-session logic, run in-process (``replay``)."""
     from pipeline.braindir import load_brain_dir
-    from pipeline.cli.replay_cmd import replay_lines
     from pipeline.core.session import DecisionOptions
+    from pipeline.replay import replay_lines
 
     summary = replay_lines((t.to_json() for t in turns), load_brain_dir(brain_dir), options=DecisionOptions())
     return summary.pages

@@ -10,9 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import IO
 
 import click
@@ -20,105 +18,11 @@ import orjson
 
 from pipeline.cli.context_cmd import brain_options, load_brain, number_option, settings_or_fail
 from pipeline.cli.streamopts import broker_option
-from pipeline.core.brain import BrainIndex
 from pipeline.core.render import format_page
-from pipeline.core.session import DecisionOptions, SessionState, step
-from pipeline.core.types import ARMS, VolunteeredPage
-from topics.records import InvalidRecord, check_turn_number, decode_turn_fields
-
-PageSink = Callable[[str, int, VolunteeredPage], None]
-ErrorSink = Callable[[int, InvalidRecord], None]
-
-
-@dataclass
-class ReplaySummary:
-    """What a replay did: counts of lines, turns, sessions and pages per arm."""
-
-    lines: int = 0
-    turns: int = 0
-    blank: int = 0
-    duplicates: int = 0
-    bad: int = 0
-    sessions: int = 0
-    pages_by_arm: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def pages(self) -> int:
-        return sum(self.pages_by_arm.values())
-
-    def render(self) -> str:
-        lines = [
-            f"replayed {self.turns} turn(s) in {self.sessions} session(s)"
-            f" — {self.duplicates} duplicate(s) ignored, {self.blank} blank, {self.bad} bad line(s)",
-            f"volunteered {self.pages} page(s)" + (":" if self.pages else ""),
-        ]
-        for arm in ARMS:
-            if self.pages_by_arm[arm]:
-                lines.append(f"  {arm:<14} {self.pages_by_arm[arm]}")
-        return "\n".join(lines) + "\n"
-
-
-def replay_lines(
-    lines: Iterable[bytes],
-    brain: BrainIndex,
-    *,
-    options: DecisionOptions,
-    default_source: str = "default",
-    max_text_bytes: int = 5_000_000,
-    on_page: PageSink | None = None,
-    on_error: ErrorSink | None = None,
-) -> ReplaySummary:
-    """Run JSON-line Turn records through per-session :func:`step`, in file order."""
-    summary = ReplaySummary()
-    states: dict[str, SessionState] = {}
-    for lineno, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        summary.lines += 1
-        try:
-            turn = decode_turn_fields(raw, max_text_bytes=max_text_bytes)
-        except InvalidRecord as exc:
-            summary.bad += 1
-            if on_error is not None:
-                on_error(lineno, exc)
-            continue
-        if turn is None:
-            summary.blank += 1
-            continue
-        session_id, role, text, turn_no, ts_ms, source_id, _channel = turn
-        state = states.get(session_id)
-        if state is None:
-            state = states[session_id] = SessionState()
-        try:
-            check_turn_number(state.last_turn, turn_no)
-        except InvalidRecord as exc:
-            summary.bad += 1
-            if on_error is not None:
-                on_error(lineno, exc)
-            continue
-        result = step(
-            state,
-            role,
-            text,
-            brain,
-            source_id=source_id or default_source,
-            options=options,
-            turn_no=turn_no,
-            now_ms=ts_ms,
-        )
-        if result.duplicate:
-            summary.duplicates += 1
-            continue
-        if result.skipped:
-            summary.blank += 1
-            continue
-        summary.turns += 1
-        for page in result.pages:
-            summary.pages_by_arm[page.arm] += 1
-            if on_page is not None:
-                on_page(session_id, result.turn, page)
-    summary.sessions = len(states)
-    return summary
+from pipeline.core.session import DecisionOptions
+from pipeline.core.types import VolunteeredPage
+from pipeline.replay import replay_lines
+from topics.records import InvalidRecord
 
 
 def page_json(session_id: str, turn: int, page: VolunteeredPage) -> bytes:

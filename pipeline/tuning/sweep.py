@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pipeline.core.brain import BrainIndex
-from pipeline.core.session import DecisionOptions, SessionState, step
+from pipeline.core.session import DecisionOptions, SessionState
+from pipeline.replay import step_in_session
 from pipeline.tuning.grid import Setting
 from pipeline.tuning.labels import LabelError, Labels, labels_from_line
 from pipeline.tuning.metrics import Tally
-from topics.records import InvalidRecord, Turn, check_turn_number, decode_turn
+from topics.records import InvalidRecord, Turn, decode_turn
 
 Progress = Callable[[int], None]
 PROGRESS_EVERY = 2048
@@ -137,27 +138,17 @@ def run_partition(
         states: dict[str, SessionState] = {}
         for item in items:
             turn = item.turn
-            state = states.get(turn.session_id)
-            if state is None:
-                state = states[turn.session_id] = SessionState()
-            try:  # the same check as replay and the worker: a turn that cannot be numbered is bad
-                check_turn_number(state.last_turn, turn.turn)
+            try:  # replay's own per-session step: a turn that cannot be numbered is bad, as in the worker
+                step_result = step_in_session(states, turn.session_id, turn.role, turn.text, brain,
+                                              source_id=turn.source_id or default_source, options=options,
+                                              turn_no=turn.turn, now_ms=turn.ts_ms)
             except InvalidRecord as exc:
                 if first:
                     result.bad += 1
                     result.problems.append(Problem(item.lineno, exc.code, exc.message))
                     result.unscored_labels += item.labels is not None
                 continue
-            step_result = step(
-                state,
-                turn.role,
-                turn.text,
-                brain,
-                source_id=turn.source_id or default_source,
-                options=options,
-                turn_no=turn.turn,
-                now_ms=turn.ts_ms,
-            )
+            state = states[turn.session_id]
             pending += 1
             if progress is not None and pending >= PROGRESS_EVERY:
                 progress(pending)

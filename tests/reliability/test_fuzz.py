@@ -26,8 +26,8 @@ import psycopg
 import pytest
 
 from pipeline.braindir import load_brain_dir
-from pipeline.cli.replay_cmd import replay_lines
 from pipeline.core.session import DecisionOptions
+from pipeline.replay import replay_lines
 from pipeline.settings import Settings
 from tests.integration.stream.harness import CONFORMANCE_BRAIN, run
 from tests.reliability.conftest import Workers

@@ -1,6 +1,6 @@
 """The independent verifier: what the pipeline must have produced, rebuilt from the input alone.
 
-The expected events come from :func:`pipeline.cli.replay_cmd.replay_lines` over exactly the records
+The expected events come from :func:`pipeline.replay.replay_lines` over exactly the records
 that were produced (in-process, no broker, no table, no crash), with the event identity and
 ``volunteered_at`` derived from the workload's own bookkeeping, not from anything the worker wrote.
 Then:
@@ -22,10 +22,10 @@ from typing import Any
 import psycopg
 from aiokafka import TopicPartition
 
-from pipeline.cli.replay_cmd import replay_lines
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions
 from pipeline.embedded.tansu_quirks import committed_offsets, end_offsets
+from pipeline.replay import replay_lines
 from pipeline.settings import Settings
 from tests.integration.stream.harness import run
 from tests.reliability.workload import Workload

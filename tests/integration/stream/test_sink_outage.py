@@ -10,10 +10,10 @@ import pytest
 from aiokafka import TopicPartition
 
 from pipeline.braindir import load_brain_dir
-from pipeline.cli.replay_cmd import replay_lines
 from pipeline.core.session import DecisionOptions
 from pipeline.embedded.postgres import EmbeddedPostgres
 from pipeline.embedded.tansu_quirks import committed_offsets
+from pipeline.replay import replay_lines
 from pipeline.settings import Settings
 from sinks.schema import migrate
 from tests.integration.stream.conftest import WorkerFactory

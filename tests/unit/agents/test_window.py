@@ -13,9 +13,9 @@ from pipeline.agents.batch_types import BatchOutput, InRecord
 from pipeline.agents.state import SessionRecord
 from pipeline.agents.window import WindowProcessor
 from pipeline.braindir import load_brain_dir
-from pipeline.cli.replay_cmd import replay_lines
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions
+from pipeline.replay import replay_lines
 from pipeline.settings import Settings, load_settings
 from topics.records import MAX_TURN_NUMBER, Turn, Volunteered, decode_turn, event_id_for, rfc3339_ms
 

@@ -10,8 +10,9 @@ from click.testing import CliRunner
 
 from pipeline.braindir import load_brain_dir
 from pipeline.cli import main
-from pipeline.cli.replay_cmd import _with_progress, replay_lines
+from pipeline.cli.replay_cmd import _with_progress
 from pipeline.core.session import DecisionOptions, SessionState, step
+from pipeline.replay import replay_lines
 from topics.records import decode_turn
 
 SAMPLES = Path(__file__).resolve().parents[3] / "pipeline" / "samples"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import orjson
 
-from pipeline.cli.replay_cmd import replay_lines
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions
+from pipeline.replay import replay_lines
 from pipeline.tuning.grid import Setting
 from pipeline.tuning.sweep import Problem, Silence, run_partition
 
