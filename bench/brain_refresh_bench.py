@@ -67,7 +67,7 @@ async def _refresh_with_ticker(url: str, version: str | None, tick_s: float = 0.
     on that loop would see. Returns (seconds the refresh took, lateness of each tick in ms)."""
     import asyncio
 
-    from pipeline.agents.brain import BrainHolder
+    from pipeline.agents.brain_holder import BrainHolder
 
     # The worker's situation: a loaded brain of the same size that the refresh replaces (and frees).
     holder = BrainHolder(load_brain_snapshot(url).index, version=version, database_url=url)

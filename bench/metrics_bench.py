@@ -35,7 +35,7 @@ from pipeline.core.brain import BrainIndex  # noqa: E402
 from pipeline.core.session import DecisionOptions, SessionState, parse_watch_line, step  # noqa: E402
 from pipeline.core.tally import DecisionTally  # noqa: E402
 from pipeline.logging_setup import configure_logging  # noqa: E402
-from pipeline.metrics import WorkerMetrics  # noqa: E402
+from pipeline.worker_metrics import WorkerMetrics  # noqa: E402
 
 CONFORMANCE = ROOT / "tests" / "fixtures" / "conformance"
 Session = tuple[DecisionOptions, str, list[tuple[str, str]]]

@@ -32,7 +32,7 @@ from aiokafka.partitioner import murmur2
 from bench.common import load_note, loadavg, rss_bytes
 from bench.core_bench import CONFORMANCE, Session, conformance_sessions, synthetic_brain, synthetic_sessions
 from bench.pipeline_bench import Workers, settings_for
-from pipeline.agents.state import SessionRecord
+from pipeline.agents.session_table import SessionRecord
 from pipeline.agents.statecrypt import StateCipher, new_key_text, parse_key
 from pipeline.braindir import load_brain_dir
 from pipeline.core.brain import BrainIndex

@@ -19,16 +19,16 @@ import faust
 from pipeline.agents import edge, fastdrain, recovery_order, wiring
 from pipeline.agents.answer_board import AnswerBoard
 from pipeline.agents.answers import register_views
-from pipeline.agents.brain import BrainHolder
+from pipeline.agents.brain_holder import BrainHolder
 from pipeline.agents.context import Counters
+from pipeline.agents.session_table import SESSION_TABLE, SessionTable
 from pipeline.agents.sink import EventWriter
-from pipeline.agents.state import SESSION_TABLE, SessionTable
 from pipeline.agents.statecrypt import StateCipher, cipher_from
-from pipeline.agents.window import WindowProcessor, decision_options
+from pipeline.agents.window_batch import WindowProcessor, decision_options
 from pipeline.core.session import DecisionOptions
 from pipeline.embedded import tansu_quirks
-from pipeline.metrics import WorkerMetrics
 from pipeline.settings import EMBEDDED_BROKER_SCHEME, Settings
+from pipeline.worker_metrics import WorkerMetrics
 from topics.clients import faust_credentials
 from topics.definitions import RAW
 

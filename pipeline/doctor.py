@@ -239,7 +239,7 @@ def _hooks_only(why: str) -> Check:
     A hook that gets nothing says why in its heartbeat (``no_worker``, ``deadline``, Codex trust...),
     which matters most exactly when the database or the broker is down.
     """
-    from pipeline.hook.doctor import merge_into_channels
+    from pipeline.hook.channel_health import merge_into_channels
 
     base = _not_checked("channels", why)
     status, detail, hint, data = merge_into_channels(base.status, f"events not checked ({why})", "", {}, None,
@@ -275,7 +275,9 @@ def _activity_checks(conn: psycopg.Connection) -> list[Check]:
     else:
         channel_check = Check("channels", OK, f"no volunteer events in {CHANNEL_DAYS} days",
                               data={"window_days": CHANNEL_DAYS, "channels": {}})
-    from pipeline.hook.doctor import merge_into_channels  # hook channels: installed, called, delivering
+    from pipeline.hook.channel_health import (
+        merge_into_channels,  # hook channels: installed, called, delivering
+    )
 
     channel_check = Check("channels", *merge_into_channels(
         channel_check.status, channel_check.detail, channel_check.hint, channel_check.data,

@@ -15,7 +15,7 @@ from typing import NoReturn
 
 import psycopg
 
-from pipeline.agents.brain import BrainHolder, BrainLoadError
+from pipeline.agents.brain_holder import BrainHolder, BrainLoadError
 from pipeline.agents.statecrypt import StateKeyError, cipher_from
 from pipeline.app import StreamApp
 from pipeline.core.session import DecisionOptions
@@ -100,7 +100,7 @@ def setup_logging(settings: Settings, level: str | None = None) -> None:
 
 def serve_metrics(stream_app: StreamApp) -> int | None:
     """Start the Prometheus endpoint (unless ``VOLUNTEER_METRICS_PORT=0``); returns its port."""
-    from pipeline.metrics import MetricsPortError, serve_metrics_for
+    from pipeline.worker_metrics import MetricsPortError, serve_metrics_for
 
     settings = stream_app.settings
     try:

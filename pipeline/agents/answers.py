@@ -45,7 +45,7 @@ import orjson
 
 from pipeline.agents.hooklane import Proposal
 from pipeline.agents.publishing import publish
-from pipeline.agents.state import SESSION_TABLE, CorruptState, SessionRecord
+from pipeline.agents.session_table import SESSION_TABLE, CorruptState, SessionRecord
 from pipeline.hook.credential import (
     AUTH_HEADER,
     PROOF_HEADER,

@@ -1,7 +1,7 @@
 """What the agents' batch logic takes and returns: :class:`InRecord` in, a result per agent out.
 
 These are plain data, kept apart from the agents that fill them so that the Faust wiring, the
-metrics (:mod:`pipeline.metrics`) and the tests can all name them without importing an agent (the
+metrics (:mod:`pipeline.worker_metrics`) and the tests can all name them without importing an agent (the
 import graph stays one-way: tests/unit/test_import_graph.py).
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.agents.hooklane import Proposal
-from pipeline.agents.state import SessionRecord
+from pipeline.agents.session_table import SessionRecord
 from pipeline.core.tally import DecisionTally
 
 

@@ -17,11 +17,11 @@ if TYPE_CHECKING:
 
     from pipeline.agents.answer_board import AnswerBoard
     from pipeline.agents.batch_types import BatchOutput, OpensResult, SinkResult
-    from pipeline.agents.brain import BrainHolder
+    from pipeline.agents.brain_holder import BrainHolder
+    from pipeline.agents.session_table import SessionTable
     from pipeline.agents.sink import EventWriter
-    from pipeline.agents.state import SessionTable
     from pipeline.agents.statecrypt import StateCipher
-    from pipeline.agents.window import WindowProcessor
+    from pipeline.agents.window_batch import WindowProcessor
     from pipeline.settings import Settings
 
 
@@ -42,7 +42,7 @@ class Counters:
 
 
 class BatchMetrics(Protocol):
-    """The batch hooks of :class:`pipeline.metrics.WorkerMetrics` that the agents call."""
+    """The batch hooks of :class:`pipeline.worker_metrics.WorkerMetrics` that the agents call."""
 
     def window_batch(self, records: int, out: BatchOutput, seconds: float) -> None: ...
 

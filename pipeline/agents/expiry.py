@@ -1,6 +1,6 @@
 """Idle sessions leave the table after ``session_idle_seconds``: the choice of which, kept pure.
 
-The sweep reads only each value's 19-byte header (see :mod:`pipeline.agents.state`), and only
+The sweep reads only each value's 19-byte header (see :mod:`pipeline.agents.session_table`), and only
 sessions of partitions this worker owns are deleted (a deletion is a changelog write, which must
 come from the partition's owner).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from pipeline.agents.state import CorruptState, read_header
+from pipeline.agents.session_table import CorruptState, read_header
 
 MIN_SWEEP_S: Final = 0.5
 MAX_SWEEP_S: Final = 60.0

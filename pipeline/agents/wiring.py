@@ -6,7 +6,7 @@ in leaf modules they import instead (:mod:`.publishing`, :mod:`.retry`, :mod:`.b
 
 - window agent (``turns``): adaptive batches (:mod:`pipeline.agents.batching`) acknowledged only
   after the batch's outputs are delivered and its states saved (the order is explained in
-  :mod:`pipeline.agents.window`);
+  :mod:`pipeline.agents.window_batch`);
 - sink agent (``volunteered``): adaptive batches of up to ``sink_batch_size``, acknowledged only
   after the rows are committed;
 - idle-session sweep, brain refresh (every ``brain_refresh_seconds``), leader-only purge
@@ -25,10 +25,10 @@ from pipeline.agents.batch_types import BatchOutput, InRecord, in_records
 from pipeline.agents.batching import AdaptiveBatches
 from pipeline.agents.context import AgentContext
 from pipeline.agents.expiry import is_idle, sweep_interval
-from pipeline.agents.page_opens import register_page_opens_agent
+from pipeline.agents.page_open_writer import register_page_opens_agent
 from pipeline.agents.publishing import now_ms, publish_all, publish_retrying
 from pipeline.agents.retry import Backoff, is_transport_error
-from pipeline.agents.window import WINDOW_BATCH_MAX
+from pipeline.agents.window_batch import WINDOW_BATCH_MAX
 
 log = logging.getLogger(__name__)
 

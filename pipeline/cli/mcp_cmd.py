@@ -134,7 +134,7 @@ def _serve(brain_dir: str | None, database_url: str | None, sources: tuple[str, 
 
 
 def _brain(brain_dir: str | None, database_url: str | None) -> Any:
-    from pipeline.agents.brain import BrainHolder, BrainLoadError
+    from pipeline.agents.brain_holder import BrainHolder, BrainLoadError
 
     try:
         if brain_dir:

@@ -24,6 +24,7 @@ import signal
 import sys
 import time
 
+from pipeline.hook.block import fit
 from pipeline.hook.config import HookConfig, hooks_enabled
 from pipeline.hook.credential import CredentialError, load_token
 from pipeline.hook.heartbeat import CallRecord, record_call
@@ -39,8 +40,7 @@ from pipeline.hook.protocol import (
     items_from_answer,
 )
 from pipeline.hook.registry import Ambiguous, urls_for
-from pipeline.hook.render import fit
-from pipeline.hook.state import SessionHookState, SessionStateFile, prompt_digest, sweep_old_sessions
+from pipeline.hook.session_file import SessionHookState, SessionStateFile, prompt_digest, sweep_old_sessions
 from pipeline.hook.transcript import TranscriptRefused, confine, read_new
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)

@@ -27,7 +27,7 @@ import psycopg
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from pipeline.agents.brain import BrainHolder
+from pipeline.agents.brain_holder import BrainHolder
 from pipeline.core.render import format_result
 from pipeline.core.request import RequestDefaults, attribution, evaluate, source_scope
 from pipeline.mcp.oplog import OpEventLog

@@ -5,7 +5,7 @@ The CLI entry points are ``volunteer replay --sweep/--score`` and ``volunteer re
 
 - :mod:`~pipeline.tuning.labels`: ``expected_slugs`` / ``acceptable_slugs`` on Turn records;
 - :mod:`~pipeline.tuning.grid`: the ``--sweep`` grammar and the cartesian product of settings;
-- :mod:`~pipeline.tuning.metrics`: micro-averaged push precision / recall, overall and per arm;
+- :mod:`~pipeline.tuning.scoring`: micro-averaged push precision / recall, overall and per arm;
 - :mod:`~pipeline.tuning.sweep`: one process's share of sessions through every setting;
 - :mod:`~pipeline.tuning.parallel`: sessions partitioned over processes, results merged exactly;
 - :mod:`~pipeline.tuning.report` and :mod:`~pipeline.tuning.plot`: table, JSON and HTML/SVG plot;

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.tuning.grid import Setting
-from pipeline.tuning.metrics import Tally
 from pipeline.tuning.report import best_index
+from pipeline.tuning.scoring import Tally
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
            "#7f7f7f", "#bcbd22")

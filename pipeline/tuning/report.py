@@ -10,7 +10,7 @@ from rich.table import Table
 
 from pipeline.core.types import ARMS
 from pipeline.tuning.grid import Setting
-from pipeline.tuning.metrics import Tally
+from pipeline.tuning.scoring import Tally
 from pipeline.tuning.sweep import Silence, SweepResult
 
 SILENCES_SHOWN = 20

@@ -16,7 +16,7 @@ from pipeline.core.session import DecisionOptions, SessionState
 from pipeline.replay import step_in_session
 from pipeline.tuning.grid import Setting
 from pipeline.tuning.labels import LabelError, Labels, labels_from_line
-from pipeline.tuning.metrics import Tally
+from pipeline.tuning.scoring import Tally
 from topics.records import InvalidRecord, Turn, decode_turn
 
 Progress = Callable[[int], None]

@@ -30,7 +30,7 @@ from pipeline.hook.credential import (
     sign_request,
 )
 from pipeline.hook.protocol import MAX_DELIVERIES_PER_REQUEST
-from pipeline.hook.state import SessionStateFile
+from pipeline.hook.session_file import SessionStateFile
 from pipeline.settings import Settings
 from tests.integration.hook import conftest as hook_fixtures
 from tests.integration.hook.conftest import HookRunner, Worker, event_rows, printed, wait_rows

@@ -29,7 +29,7 @@ import orjson
 import psycopg
 import pytest
 
-from pipeline.agents.state import SEALED_VERSION
+from pipeline.agents.session_table import SEALED_VERSION
 from pipeline.settings import Settings, load_settings
 from tests.integration.stream.harness import run, volunteer_up
 from tests.reliability.conftest import Workers

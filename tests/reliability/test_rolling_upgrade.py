@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.agents.state import PLAIN_VERSION, SEALED_VERSION, SessionRecord
+from pipeline.agents.session_table import PLAIN_VERSION, SEALED_VERSION, SessionRecord
 from pipeline.agents.statecrypt import cipher_from
 from pipeline.core.brain import BrainIndex
 from tests.integration.stream.harness import CONFORMANCE_BRAIN, WorkerProc, run, worker_env
@@ -68,7 +68,7 @@ def pool(tmp_path: Path) -> Iterator[list[WorkerProc]]:
 
 OLD_DECODER = """
 import sys
-from pipeline.agents.state import SessionRecord
+from pipeline.agents.state import SessionRecord  # the module's name in the old release
 bad = 0
 for line in sys.stdin.buffer.read().split(b"\\n"):
     if line:

@@ -32,7 +32,7 @@ from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
 from pipeline import worker as worker_module
 from pipeline.agents.batch_types import InRecord
-from pipeline.agents.brain import BrainHolder
+from pipeline.agents.brain_holder import BrainHolder
 from pipeline.agents.sink import EventWriter
 from pipeline.app import StreamApp
 from pipeline.braindir import iter_brain_dir

@@ -184,11 +184,11 @@ def test_no_arrow_runs_back_up() -> None:
 def test_the_checker_sees_late_and_type_checking_imports(tmp_path: Path) -> None:
     """The parser counts what the loop of issue 14 was made of: function-level and TYPE_CHECKING imports."""
     source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pipeline.app import StreamApp\n"
-              "def f():\n    from . import wiring\n    from .state import SESSION\n")
+              "def f():\n    from . import wiring\n    from .session_table import SESSION\n")
     path = tmp_path / "mod.py"
     path.write_text(source)
-    known = {"pipeline.app", "pipeline.agents.wiring", "pipeline.agents.state", "pipeline.agents"}
+    known = {"pipeline.app", "pipeline.agents.wiring", "pipeline.agents.session_table", "pipeline.agents"}
     found = set(_imports("pipeline.agents.mod", path, known))
-    assert {"pipeline.app", "pipeline.agents.wiring", "pipeline.agents.state"} <= found
+    assert {"pipeline.app", "pipeline.agents.wiring", "pipeline.agents.session_table"} <= found
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycle_path({"a": {"b"}, "b": {"a"}}, ["a", "b"]) == ["a", "b", "a"]

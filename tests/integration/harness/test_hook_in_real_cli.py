@@ -23,7 +23,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline.hook.doctor import hook_channel_statuses
+from pipeline.hook.channel_health import hook_channel_statuses
 from pipeline.hook.install import installed_command
 from pipeline.settings import Settings
 from tests.integration.harness.conftest import HOOK_TOKEN, SameHostWorker

@@ -266,7 +266,7 @@ PAGE_LINE = re.compile(r"^- \*\*(?P<display>.+?)\*\* → `(?P<slug>[^`]+)` \((?P
 def block_sections(stdout: bytes) -> dict[str, list[str]]:
     """The hook's one output line, checked against the harness shape and the block's layout:
     ``{"pointer": [lines], "page": [lines]}``."""
-    from pipeline.hook.render import BLOCK_MARKER, PAGES_HEADING, POINTERS_HEADING
+    from pipeline.hook.block import BLOCK_MARKER, PAGES_HEADING, POINTERS_HEADING
 
     assert stdout.endswith(b"\n") and stdout.count(b"\n") == 1, stdout
     out = orjson.loads(stdout)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.braindir import load_brain_dir
-from pipeline.hook.render import output_length, payload_for
+from pipeline.hook.block import output_length, payload_for
 from pipeline.settings import Settings
 from tests.integration.hook.conftest import SAMPLE_BRAIN, HookRunner, Worker, expected_items, wait_rows
 

@@ -21,7 +21,7 @@ import pytest
 
 from pipeline.braindir import load_brain_dir
 from pipeline.core.brain import BrainIndex
-from pipeline.hook.render import output_length, payload_for
+from pipeline.hook.block import output_length, payload_for
 from pipeline.settings import Settings
 from tests.integration.hook.conftest import (
     ROOT,

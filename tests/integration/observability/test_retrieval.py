@@ -109,7 +109,7 @@ def test_the_agents_writer_decodes_dead_letters_and_applies_the_rest(migrated_da
     import orjson
 
     from pipeline.agents.batch_types import InRecord
-    from pipeline.agents.page_opens import OpenWriter
+    from pipeline.agents.page_open_writer import OpenWriter
 
     records = [
         InRecord(b"default/fresh", b'{"slug": "fresh", "source_id": "default", "session_id": "s1"}', 0, 10),
@@ -139,7 +139,7 @@ def test_the_agents_writer_retries_while_the_database_is_down_and_can_give_up_un
     import socket
 
     from pipeline.agents.batch_types import InRecord
-    from pipeline.agents.page_opens import OpenWriter
+    from pipeline.agents.page_open_writer import OpenWriter
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.agents.state import NO_OFFSET, SessionRecord, newest_states, read_header
+from pipeline.agents.session_table import NO_OFFSET, SessionRecord, newest_states, read_header
 from pipeline.core.session import SessionState
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.agents.expiry import MAX_SWEEP_S, MIN_SWEEP_S, idle_sessions, is_idle, sweep_interval
-from pipeline.agents.state import HEADER_SIZE, CorruptState, SessionRecord, read_header
+from pipeline.agents.session_table import HEADER_SIZE, CorruptState, SessionRecord, read_header
 from pipeline.core.session import SessionState
 
 

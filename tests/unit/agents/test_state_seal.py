@@ -3,9 +3,9 @@ cannot open sealed ones, while sealed values are still read."""
 
 from __future__ import annotations
 
-from pipeline.agents.state import PLAIN_VERSION, SEALED_VERSION, SessionRecord
+from pipeline.agents.session_table import PLAIN_VERSION, SEALED_VERSION, SessionRecord
 from pipeline.agents.statecrypt import StateCipher, new_key_text, parse_key
-from pipeline.agents.window import WindowProcessor
+from pipeline.agents.window_batch import WindowProcessor
 from pipeline.core.session import SessionState
 from pipeline.settings import load_settings
 

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from pipeline.agents.batch_types import InRecord
-from pipeline.agents.state import (
+from pipeline.agents.session_table import (
     HEADER_SIZE,
     PLAIN_VERSION,
     SEALED_VERSION,
@@ -27,7 +27,7 @@ from pipeline.agents.statecrypt import (
     new_key_text,
     parse_key,
 )
-from pipeline.agents.window import WindowProcessor
+from pipeline.agents.window_batch import WindowProcessor
 from pipeline.braindir import load_brain_dir
 from pipeline.core.session import SessionState
 from pipeline.settings import load_settings

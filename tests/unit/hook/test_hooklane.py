@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 from pipeline.agents.batch_types import BatchOutput, InRecord
-from pipeline.agents.state import SessionRecord
-from pipeline.agents.window import WindowProcessor
+from pipeline.agents.session_table import SessionRecord
+from pipeline.agents.window_batch import WindowProcessor
 from pipeline.braindir import load_brain_dir
 from pipeline.core.brain import BrainIndex
 from pipeline.hook.protocol import Delivery

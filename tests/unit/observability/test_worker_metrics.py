@@ -11,8 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.agents.batch_types import BatchOutput, OpensResult, SinkResult
 from pipeline.core.tally import DecisionTally
-from pipeline.metrics import MetricsPortError, WorkerMetrics, serve_metrics_for
 from pipeline.settings import load_settings
+from pipeline.worker_metrics import MetricsPortError, WorkerMetrics, serve_metrics_for
 
 
 def samples(metrics: WorkerMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

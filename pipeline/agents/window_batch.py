@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from pipeline.agents.batch_types import BatchOutput, InRecord
 from pipeline.agents.hooklane import apply_delivery, is_hook_channel, propose, volunteered_event
-from pipeline.agents.state import CorruptState, SessionRecord
+from pipeline.agents.session_table import CorruptState, SessionRecord
 from pipeline.agents.statecrypt import StateCipher
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions, step

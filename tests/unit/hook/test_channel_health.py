@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.hook.channel_health import hook_channel_statuses, merge_into_channels
 from pipeline.hook.codex_trust import config_path, our_hook, trust_without_codex
-from pipeline.hook.doctor import hook_channel_statuses, merge_into_channels
 from pipeline.hook.heartbeat import CallRecord, record_call
 
 NOW = 1_800_000_000_000

@@ -9,8 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from pipeline.hook.protocol import BadReply, items_from_answer
-from pipeline.hook.render import (
+from pipeline.hook.block import (
     BLOCK_MARKER,
     MAX_BLOCK_BYTES,
     PAGES_HEADING,
@@ -24,6 +23,7 @@ from pipeline.hook.render import (
     pointer_line,
     render_block,
 )
+from pipeline.hook.protocol import BadReply, items_from_answer
 
 
 def page(slug: str, confidence: float, synopsis: str = "A synopsis.", display: str = "Alice Example",

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from pipeline.agents.batch_types import BatchOutput, InRecord
-from pipeline.agents.state import SessionRecord
-from pipeline.agents.window import WindowProcessor
+from pipeline.agents.session_table import SessionRecord
+from pipeline.agents.window_batch import WindowProcessor
 from pipeline.braindir import load_brain_dir
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions

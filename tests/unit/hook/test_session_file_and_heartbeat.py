@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.hook.config import HookConfig, hooks_enabled
 from pipeline.hook.heartbeat import CallRecord, apply_call, day_key, read_heartbeat, record_call, totals_since
-from pipeline.hook.state import SessionStateFile, prompt_digest, session_file_name, sweep_old_sessions
+from pipeline.hook.session_file import SessionStateFile, prompt_digest, session_file_name, sweep_old_sessions
 
 DAY = 86_400_000
 NOW = 1_800_000_000_000

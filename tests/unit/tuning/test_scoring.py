@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.core.types import ARMS, VolunteeredPage
 from pipeline.tuning.labels import Labels
-from pipeline.tuning.metrics import Tally, f1
+from pipeline.tuning.scoring import Tally, f1
 
 
 def page(slug: str, arm: str = "title", source: str = "default") -> VolunteeredPage:
