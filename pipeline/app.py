@@ -16,7 +16,7 @@ from typing import Any
 
 import faust
 
-from pipeline.agents import edge, fastdrain, recovery_order, wiring
+from pipeline.agents import edge, fastdrain, recovery_order, topology, wiring
 from pipeline.agents.answer_board import AnswerBoard
 from pipeline.agents.answers import register_views
 from pipeline.agents.brain_holder import BrainHolder
@@ -98,14 +98,10 @@ class StreamApp:
         # records reach the streams a fetch at a time (needs recovery_order)
         fastdrain.install(self.app, pause_s=settings.fetch_pause_ms / 1000)
 
-        self.turns_topic = self._topic(settings.topic_turns)
-        self.volunteered_topic = self._topic(settings.topic_volunteered)
-        self.dlq_topic = self._topic(settings.topic_dlq)
-        self.page_opens_topic = self._topic(settings.topic_page_opens)
-        self.table = SessionTable(app=self.app, name=SESSION_TABLE, key_type=bytes, value_type=bytes,
-                                  partitions=self.partitions, beacon=self.app.tables.beacon,
-                                  help="Per-session window state (header + SessionState bytes).")
-        self.app.tables.add(self.table)
+        # topics and tables as declared in agents/topology.py (wiring attaches its agents)
+        self.topics = {field: self._topic(getattr(settings, field)) for field in topology.topic_fields()}
+        self.tables = {spec.name: self._table(spec) for spec in topology.TABLES}
+        self.table = self.tables[SESSION_TABLE]
         self.processor = WindowProcessor(settings, self.options, cipher=self.cipher)
         self.writer = EventWriter(settings.database_url, settings.topic_volunteered)
         self.answers = AnswerBoard()  # pages proposed to waiting hooks (agents/answers.py)
@@ -115,6 +111,12 @@ class StreamApp:
         wiring.register_all(self)
         if web_enabled:
             self.registration = register_views(self)  # the hooks' answer endpoint
+
+    def _table(self, spec: topology.TableSpec) -> SessionTable:
+        table = SessionTable(app=self.app, name=spec.name, key_type=bytes, value_type=bytes,
+                             partitions=self.partitions, beacon=self.app.tables.beacon, help=spec.help)
+        self.app.tables.add(table)
+        return table
 
     def _topic(self, name: str) -> Any:
         return self.app.topic(name, key_type=bytes, value_type=bytes, key_serializer=RAW, value_serializer=RAW,

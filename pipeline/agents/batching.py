@@ -149,3 +149,24 @@ class AdaptiveBatches:
     async def ack(self, events: Sequence[Any]) -> None:
         for event in events:
             await self.stream.ack(event)
+
+
+class TimedBatches:
+    """``stream.noack_take(max_size, within=within)``: up to ``max_size`` records or whatever came
+    within ``within`` seconds, acknowledged by :meth:`ack` like :class:`AdaptiveBatches`. For an
+    agent whose batches do not have to leave at once (the page opens)."""
+
+    def __init__(self, stream: Any, max_size: int, within: float) -> None:
+        if max_size < 1:
+            raise ValueError("max_size must be at least 1")
+        self.stream = stream
+        self.max_size = max_size
+        self.within = within
+
+    def __aiter__(self) -> AsyncIterator[list[Any]]:
+        batches: AsyncIterator[list[Any]] = self.stream.noack_take(self.max_size, within=self.within).__aiter__()
+        return batches
+
+    async def ack(self, events: Sequence[Any]) -> None:
+        for event in events:
+            await self.stream.ack(event)

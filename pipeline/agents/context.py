@@ -9,6 +9,7 @@ only: an agent changes what it is given (counters, the table), it never rebinds 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -88,13 +89,9 @@ class AgentContext(Protocol):
     def partitions(self) -> int: ...
 
     @property
-    def turns_topic(self) -> Any: ...
-
-    @property
-    def volunteered_topic(self) -> Any: ...
-
-    @property
-    def page_opens_topic(self) -> Any: ...
+    def topics(self) -> Mapping[str, Any]:
+        """The Faust topic of every topic in agents/topology.py, by its ``Settings`` field."""
+        ...
 
     @property
     def token(self) -> str: ...

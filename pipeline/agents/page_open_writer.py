@@ -6,7 +6,8 @@ Applications publish a :class:`topics.page_opens.PageOpen` when a user or agent 
 Like the event sink, a batch is acknowledged only after its UPDATE committed; while PostgreSQL is
 down it is retried with backoff and nothing is acknowledged. Records that are not page opens become
 dead letters (topic ``turns-dlq``) with a reason; an open of an unknown or deleted page is not an
-error, it simply changes no row.
+error, it simply changes no row. The agent around it is the ``volunteer-page-opens`` entry of
+:mod:`pipeline.agents.topology`, committed by :class:`pipeline.agents.commit_protocol.PageOpensCommit`.
 """
 
 from __future__ import annotations
@@ -14,20 +15,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from pipeline.agents.batch_types import InRecord, OpensResult, in_records
+from pipeline.agents.batch_types import InRecord, OpensResult
 from pipeline.agents.dbwriter import DurableConnection
-from pipeline.agents.publishing import now_ms, publish_retrying
 from pipeline.agents.retry import Backoff
 from sinks.retrieval import Open, mark_retrieved
 from topics.page_opens import decode_page_open
 from topics.records import DeadLetter, InvalidRecord
-
-if TYPE_CHECKING:
-    from pipeline.agents.context import AgentContext
 
 log = logging.getLogger(__name__)
 
@@ -84,21 +80,3 @@ class OpenWriter:
                     return result
         return result
 
-
-def register_page_opens_agent(ctx: AgentContext) -> None:
-    """The Faust agent on ``page-opens``: batch, write, dead-letter, then acknowledge."""
-    settings = ctx.settings
-    writer = OpenWriter(settings.database_url, settings.topic_page_opens)
-
-    @ctx.app.agent(ctx.page_opens_topic, name="volunteer-page-opens")
-    async def page_opens_agent(stream: Any) -> None:
-        async for events in stream.noack_take(PAGE_OPENS_BATCH_MAX, within=settings.sink_flush_seconds):
-            result = await writer.write(in_records(events), now_ms(), should_stop=lambda: bool(ctx.app.should_stop))
-            if result.attempts < 0:
-                return
-            if not await publish_retrying(ctx, settings.topic_dlq, result.dead, "dead-lettering page opens"):
-                return
-            ctx.counters.dead_letters += len(result.dead)
-            ctx.metrics.page_opens_batch(result)
-            for event in events:
-                await stream.ack(event)

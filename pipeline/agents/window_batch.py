@@ -1,20 +1,13 @@
-"""The window agent's batch logic: ``turns`` records -> per-session ``step`` -> Volunteered / dead letters.
+"""The window agent's decisions: ``turns`` records -> per-session ``step`` -> Volunteered / dead letters.
 
-Kept apart from Faust so it can be read (and reasoned about) on its own; the Faust wiring is in
-:mod:`pipeline.agents.wiring`. One batch is processed in three phases, in this order, which is what
-makes a crash at any point safe (docs/contracts.md, "Crash consistency"):
-
-1. decide: every record is decoded and stepped against its session's state (loaded once per
-   batch); nothing is written yet;
-2. publish: all Volunteered records and dead letters of the batch are sent and their delivery
-   awaited;
-3. save: one table write per session touched, then the records are acknowledged.
-
-If the worker dies before 3, the saved state predates the batch and reprocessing emits the same
-events (same ``event_id``; the sink ignores repeats). If it dies after 3 but before the offsets are
-committed, every redelivered record is at or before the offset saved with its session and is
-skipped: its outputs were delivered in 2. Records never crash the agent: anything that cannot be
-processed becomes a dead letter with a reason.
+Kept apart from Faust so it can be read (and reasoned about) on its own. This is the *decide*
+phase of the window agent's commit protocol; publishing the outputs, saving the states and
+acknowledging the records, in that order, are :class:`pipeline.agents.commit_protocol.WindowCommit`,
+whose module docstring explains why that order makes a crash at any point safe
+(docs/contracts.md, "Crash consistency"). Deciding writes nothing: every record is decoded and
+stepped against its session's saved state (loaded once per batch), and the new states are
+returned for the save phase. Records never crash the agent: anything that cannot be processed
+becomes a dead letter with a reason.
 """
 
 from __future__ import annotations
@@ -105,7 +98,7 @@ class WindowProcessor:
 
     def process(self, records: Sequence[InRecord], brain: BrainIndex, load: Callable[[bytes], bytes | None],
                 now_ms: int) -> BatchOutput:
-        """Phase 1 for a batch. ``load(key)`` returns the saved table value of a session, or None."""
+        """Decide a batch (step 1 of the commit protocol). ``load(key)`` returns the saved table value of a session, or None."""
         out = BatchOutput()
         states = out.states
         for rec in records:

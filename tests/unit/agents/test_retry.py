@@ -16,9 +16,9 @@ from aiokafka import errors as kafka_errors
 from faust.exceptions import ProducerSendError
 
 from pipeline.agents.batch_types import BatchOutput, InRecord
+from pipeline.agents.commit_protocol import WindowCommit, save_states
 from pipeline.agents.publishing import publish_retrying
 from pipeline.agents.retry import is_transport_error
-from pipeline.agents.wiring import handle_window_batch, save_states
 
 
 class Producer:
@@ -83,7 +83,7 @@ def test_a_type_error_propagates_from_publishing_a_window_batch_at_once() -> Non
     ctx = context(producer, settings=settings, processor=SimpleNamespace(process=process),
                   brain=SimpleNamespace(index=None), table=SimpleNamespace(get=lambda key: None))
     with pytest.raises(TypeError, match="a bug"):
-        asyncio.run(handle_window_batch(ctx, [InRecord(b"s", b"{}", 0, 0)]))
+        asyncio.run(WindowCommit(ctx).make_durable([InRecord(b"s", b"{}", 0, 0)]))
     assert len(decided) == 1 and producer.calls == 1
 
 
