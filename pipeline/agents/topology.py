@@ -72,6 +72,8 @@ class AgentSpec:
 
     name: str
     """The Faust agent's name (also in its logs)."""
+    label: str
+    """What the picture in docs/architecture.md calls it."""
     input: str
     """``Settings`` field of the topic it consumes."""
     outputs: tuple[str, ...]
@@ -93,11 +95,11 @@ TABLES: tuple[TableSpec, ...] = (
 )
 
 AGENTS: tuple[AgentSpec, ...] = (
-    AgentSpec("volunteer-window", input="topic_turns", outputs=("topic_volunteered", "topic_dlq"),
+    AgentSpec("volunteer-window", "window agent", input="topic_turns", outputs=("topic_volunteered", "topic_dlq"),
               table=SESSION_TABLE, batching=Batching("adaptive", WINDOW_BATCH_MAX), commit=WindowCommit),
-    AgentSpec("volunteer-sink", input="topic_volunteered", outputs=("topic_dlq",), table=None,
+    AgentSpec("volunteer-sink", "sink agent", input="topic_volunteered", outputs=("topic_dlq",), table=None,
               batching=Batching("adaptive", "sink_batch_size"), commit=SinkCommit),
-    AgentSpec("volunteer-page-opens", input="topic_page_opens", outputs=("topic_dlq",), table=None,
+    AgentSpec("volunteer-page-opens", "opens agent", input="topic_page_opens", outputs=("topic_dlq",), table=None,
               batching=Batching("timed", PAGE_OPENS_BATCH_MAX, within="sink_flush_seconds"),
               commit=PageOpensCommit),
 )
