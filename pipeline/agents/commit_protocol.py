@@ -215,11 +215,12 @@ class WriteCommit(Generic[R]):
 
     :meth:`commit` runs, in this order:
 
-    1. :meth:`write` — decode and write the batch, retried until committed; the batch is measured
-       (metrics); if the worker is stopping meanwhile, return without acknowledging;
+    1. :meth:`write` — decode and write the batch, retried until committed; :meth:`measure` it
+       (its time); if the worker is stopping meanwhile, return without acknowledging;
     2. :meth:`publish` — publish the dead letters and await them, retried while the broker is
        away; if the worker is stopping meanwhile, return without acknowledging;
-    3. :meth:`acknowledge` — count the batch (progress counters), then acknowledge the records.
+    3. :meth:`acknowledge` — :meth:`count` the batch (progress counters), then acknowledge the
+       records.
     """
 
     ACK_RULE: ClassVar[str] = "after its rows are committed and its dead letters delivered"
@@ -288,5 +289,6 @@ class PageOpensCommit(WriteCommit[OpensResult]):
     def __init__(self, ctx: AgentContext) -> None:
         super().__init__(ctx, OpenWriter(ctx.settings.database_url, ctx.settings.topic_page_opens))
 
-    def measure(self, records: int, result: OpensResult, seconds: float) -> None:
-        self.ctx.metrics.page_opens_batch(result)
+    def count(self, result: OpensResult) -> None:
+        super().count(result)
+        self.ctx.metrics.page_opens_batch(result)  # what was applied, counted with the progress counters

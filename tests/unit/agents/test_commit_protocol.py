@@ -16,8 +16,8 @@ from typing import Any
 
 from aiokafka import errors as kafka_errors
 
-from pipeline.agents.batch_types import BatchOutput, InRecord, SinkResult
-from pipeline.agents.commit_protocol import SinkCommit, WindowCommit
+from pipeline.agents.batch_types import BatchOutput, InRecord, OpensResult, SinkResult
+from pipeline.agents.commit_protocol import PageOpensCommit, SinkCommit, WindowCommit
 from pipeline.agents.context import Counters
 from pipeline.agents.session_table import SessionRecord
 
@@ -155,3 +155,23 @@ def test_a_sink_stopping_while_the_broker_is_away_acknowledges_nothing() -> None
     assert asyncio.run(SinkCommit(ctx).commit([event(b"k", 0, 1)], batches)) is False
     assert log == ["write", "measure", "publish failed"] and batches.acked == []
     assert ctx.counters.rows == 0
+
+
+def test_page_opens_are_counted_only_once_their_dead_letters_are_delivered() -> None:
+    log = Log()
+    result = OpensResult(opens=2, updated=1, dead=[(b"k", b"letter")], dead_reasons=["bad"], attempts=1)
+
+    async def write(records: Sequence[InRecord], now_ms: int, should_stop: Callable[[], bool]) -> OpensResult:
+        log.append("write")
+        return result
+
+    ctx = SimpleNamespace(
+        app=SimpleNamespace(producer=Producer(log), should_stop=False), counters=Counters(),
+        settings=SimpleNamespace(topic_dlq="dlq", database_url="postgresql://127.0.0.1:9/x", topic_page_opens="po"),
+        metrics=SimpleNamespace(page_opens_batch=lambda result: log.append("measure")))
+    commit = PageOpensCommit(ctx)
+    commit.writer = SimpleNamespace(write=write)
+    batches = Batches(log)
+    assert asyncio.run(commit.commit([event(b"k", 0, 1)], batches)) is True
+    assert log == ["write", "publish dlq", "measure", "ack"]
+    assert ctx.counters.dead_letters == 1
