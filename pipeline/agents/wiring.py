@@ -27,12 +27,15 @@ def register_agent(ctx: AgentContext, spec: AgentSpec) -> None:
     returns when a commit reports the worker stopping with nothing acknowledged."""
     commit = spec.commit(ctx)
 
-    @ctx.app.agent(ctx.topics[spec.input], name=spec.name)
     async def agent(stream: Any) -> None:
         batches = spec.batching.open(stream, ctx.settings)
         async for events in batches:
             if not await commit.commit(events, batches):
                 return
+
+    # Faust labels an agent (logs, crash reports) by its function's qualified name: one per agent
+    agent.__name__ = agent.__qualname__ = spec.name.replace("-", "_")
+    ctx.app.agent(ctx.topics[spec.input], name=spec.name)(agent)
 
 
 def register_ready_log(ctx: AgentContext) -> None:

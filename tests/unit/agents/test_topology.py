@@ -106,3 +106,14 @@ def test_the_app_is_built_from_the_declaration(tmp_path: Path) -> None:
     assert stream.table.partitions == 3
     sink = next(spec for spec in AGENTS if spec.input == "topic_volunteered")
     assert sink.batching.size(settings) == 7  # a setting, read when the agent starts
+
+
+def test_each_agent_has_its_own_label(tmp_path: Path) -> None:
+    """Faust names an agent in its logs and crash reports by its function: one name per agent."""
+    settings = load_settings(broker="kafka://127.0.0.1:9", data_dir=str(tmp_path))
+    stream = StreamApp(settings, BrainHolder.from_directory(SAMPLES / "brain"), partitions=1,
+                       state_cipher=StateCipher(parse_key(new_key_text())))
+    labels = {agent.name: agent.label for agent in stream.app.agents.values()}
+    assert len(set(labels.values())) == len(AGENTS)
+    for spec in AGENTS:
+        assert spec.name.replace("-", "_") in labels[spec.name]
