@@ -10,9 +10,10 @@ import faust
 import pytest
 
 from pipeline.agents.bulk_send import Record, _send_one_by_one, send_all
-from pipeline.embedded import tansu_quirks
+from pipeline.compat import tansu_transport
 from tests.integration.stream.harness import run
 from tests.services.broker import TestNames, settings_for
+from topics import tansu_client
 from topics.clients import make_admin
 from topics.io import read_all
 
@@ -33,7 +34,7 @@ def workload(topic: str) -> list[Record]:
 
 async def produce_and_read(broker: str, names: TestNames) -> dict[str, list[tuple[int, bytes | None, bytes]]]:
     settings = settings_for(broker, names, topic_partitions=PARTITIONS)
-    tansu_quirks.install()
+    tansu_transport.install()
     bulk, single = names.topic("bulk"), names.topic("single")
     admin = make_admin(settings)
     await admin.start()
@@ -43,7 +44,7 @@ async def produce_and_read(broker: str, names: TestNames) -> dict[str, list[tupl
         await admin.create_topics([NewTopic(bulk, PARTITIONS, 1), NewTopic(single, PARTITIONS, 1)])
     finally:
         await admin.close()
-    app = faust.App(names.app_id, broker=settings.broker, **tansu_quirks.faust_settings(settings))
+    app = faust.App(names.app_id, broker=settings.broker, **tansu_client.faust_settings(settings))
     producer = app.producer
     await producer.start()
     try:
