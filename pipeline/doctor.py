@@ -78,7 +78,7 @@ async def _broker_checks(settings: Settings, group: str, max_lag: int, timeout: 
                 _not_checked("topics", "broker unreachable"), _not_checked("lag", "broker unreachable")]
     checks: list[Check] = []
     try:
-        brokers = len(consumer._client.cluster.brokers())
+        brokers = len(tansu_client.consumer_client(consumer).cluster.brokers())
         checks.append(Check("broker", OK, f"{where} ({kind}): {brokers} broker{'s' if brokers != 1 else ''}",
                             data={"url": where, "brokers": brokers, "embedded": settings.broker_is_embedded}))
         specs = topic_specs(settings).all()

@@ -164,7 +164,8 @@ async def high_watermarks(client: AIOKafkaClient, partitions: Iterable[TopicPart
 
 
 def consumer_client(consumer: aiokafka.AIOKafkaConsumer) -> AIOKafkaClient:
-    """The connection a started consumer fetches through (the probe of quirk 3 reuses it)."""
+    """The connection a started consumer fetches through (the probe of quirk 3 reuses it; the
+    doctor counts the brokers in its metadata)."""
     require(HIGHWATER_PATCH, consumer, "_client")
     client: AIOKafkaClient = consumer._client
     return client

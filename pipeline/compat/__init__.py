@@ -14,6 +14,9 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
    the broker URL is ``tansu://`` (:attr:`Settings.broker_is_embedded`); stock Faust on Kafka.
 3. :mod:`.recovery_order`: no record delivered while Faust finishes a table recovery (faust #596).
 4. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3.
+5. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
+   producer's batch path, the memory store's key partitions, the table store and consumer without
+   creating them), served through the port :func:`pipeline.internals.internals`.
 
 One guard style for all of them (:func:`pipeline.internals.require`): a patch checks that its
 target exists with the shape it expects and otherwise raises :class:`CompatError` with one line
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.compat import fastdrain, recovery_order, tansu_transport
+from pipeline.compat import fastdrain, faust_internals, recovery_order, tansu_transport
 from pipeline.compat.versions import check_versions
 from pipeline.internals import CompatError
 from pipeline.settings import Settings
@@ -40,3 +43,4 @@ def install(app: Any, settings: Settings) -> None:
     tansu_transport.check_app(app)  # refuses exactly-once on a tansu:// app, whatever built it
     recovery_order.install()
     fastdrain.install(app, pause_s=settings.fetch_pause_ms / 1000)
+    faust_internals.install()

@@ -10,7 +10,7 @@ import faust
 import pytest
 
 from pipeline.agents.bulk_send import Record, _send_one_by_one, send_all
-from pipeline.compat import tansu_transport
+from pipeline.compat import faust_internals, tansu_transport
 from tests.integration.stream.harness import run
 from tests.services.broker import TestNames, settings_for
 from topics import tansu_client
@@ -35,6 +35,7 @@ def workload(topic: str) -> list[Record]:
 async def produce_and_read(broker: str, names: TestNames) -> dict[str, list[tuple[int, bytes | None, bytes]]]:
     settings = settings_for(broker, names, topic_partitions=PARTITIONS)
     tansu_transport.install()
+    faust_internals.install()  # the producer internals send_all reads (the app's start-up does this)
     bulk, single = names.topic("bulk"), names.topic("single")
     admin = make_admin(settings)
     await admin.start()
