@@ -39,6 +39,6 @@ def test_a_memory_store_without_its_key_map_is_refused() -> None:
     app = faust.App("internals-unit-missing", broker="kafka://127.0.0.1:1", store="memory://")
     store = app.Table("t2", key_type=bytes, value_type=bytes, partitions=2).data
     del store._key_partition
-    with pytest.raises(CompatError, match="compat patch faust-internals: faust.stores.memory.Store instance has no "
-                                          "_key_partition"):
+    with pytest.raises(CompatError, match=r"compat patch faust-internals: faust\.stores\.memory\.Store instance has no "
+                                          r"_key_partition"):
         faust_internals.FaustInternals().key_partitions(store)
