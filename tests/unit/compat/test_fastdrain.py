@@ -114,7 +114,7 @@ def test_install_patches_the_consumer_a_real_faust_app_creates() -> None:
     recovery_order.install()
     app = faust.App("fastdrain-unit", broker="kafka://127.0.0.1:1")  # never connects: nothing starts
     fastdrain.install(app, pause_s=0.005)
-    consumer = app.consumer
+    consumer: Any = app.consumer
     assert consumer._drain_messages.__func__ is fastdrain.drain_messages
     assert getattr(consumer, fastdrain.PAUSE_ATTR) == 0.005  # the loop reads its pause from here
 
@@ -131,7 +131,7 @@ def test_a_faust_consumer_class_missing_a_part_is_refused_at_install(monkeypatch
 def test_a_consumer_missing_an_instance_part_is_refused_when_the_app_creates_it() -> None:
     recovery_order.install()
     app = faust.App("fastdrain-unit-instance", broker="kafka://127.0.0.1:1")
-    consumer = app.consumer  # created before the patch, then stripped of a part the loop reads
+    consumer: Any = app.consumer  # created before the patch, then stripped of a part the loop reads
     del consumer._commit_every
     with pytest.raises(CompatError, match="has no _commit_every"):
         fastdrain.patch_consumer(consumer)

@@ -3,6 +3,8 @@ with the real Faust classes the reads the session table and the metrics rely on.
 
 from __future__ import annotations
 
+from typing import Any
+
 import faust
 import pytest
 from faust.stores.memory import Store as MemoryStore
@@ -26,7 +28,7 @@ def test_reads_of_a_real_app_table_and_memory_store() -> None:
     table = app.Table("t", key_type=bytes, value_type=bytes, partitions=2)
     assert access.created_consumer(app) is None  # reading it does not create it
     assert access.created_store(table) is None
-    store = table.data  # now it exists
+    store: Any = table.data  # now it exists
     assert isinstance(store, MemoryStore) and access.created_store(table) is store
     tracked = access.key_partitions(store)
     assert tracked is not None
@@ -37,7 +39,7 @@ def test_reads_of_a_real_app_table_and_memory_store() -> None:
 
 def test_a_memory_store_without_its_key_map_is_refused() -> None:
     app = faust.App("internals-unit-missing", broker="kafka://127.0.0.1:1", store="memory://")
-    store = app.Table("t2", key_type=bytes, value_type=bytes, partitions=2).data
+    store: Any = app.Table("t2", key_type=bytes, value_type=bytes, partitions=2).data
     del store._key_partition
     with pytest.raises(CompatError, match=r"compat patch faust-internals: faust\.stores\.memory\.Store instance has no "
                                           r"_key_partition"):

@@ -93,9 +93,7 @@ def test_install_stops_at_the_first_patch_that_cannot_install(monkeypatch: pytes
 
 
 def test_install_checks_the_versions_on_real_kafka_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pipeline import internals
-
-    monkeypatch.setattr(internals.metadata, "version", lambda dist: "0.0.1")
+    monkeypatch.setattr("pipeline.internals.metadata.version", lambda dist: "0.0.1")
     app = faust.App("versions-kafka", broker="kafka://127.0.0.1:1")
     with pytest.raises(CompatError, match=r"found faust-streaming 0\.0\.1"):
         compat.install(app, load_settings(broker="kafka://127.0.0.1:1"))
