@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import faust
 import pytest
+from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from pipeline.agents.bulk_send import Record, _send_one_by_one, send_all
 from pipeline.compat import faust_internals, tansu_transport
@@ -47,6 +48,7 @@ async def produce_and_read(broker: str, names: TestNames) -> dict[str, list[tupl
         await admin.close()
     app = faust.App(names.app_id, broker=settings.broker, **tansu_client.faust_settings(settings))
     producer = app.producer
+    assert isinstance(producer, faust_aiokafka.Producer)  # so send_all takes the batch path, not per record
     await producer.start()
     try:
         await send_all(producer, workload(bulk))
