@@ -53,11 +53,14 @@ def _label(target: object) -> str:
     return f"{kind.__module__}.{kind.__qualname__} instance"
 
 
-def require(patch: str, target: object, *names: str, methods: tuple[str, ...] = ()) -> None:
-    """Raise :class:`CompatError` unless ``target`` has every attribute in ``names`` and a callable
-    for every name in ``methods``."""
+def require(patch: str, target: object, *names: str, methods: tuple[str, ...] = (),
+            own_methods: tuple[str, ...] = ()) -> None:
+    """Raise :class:`CompatError` unless ``target`` has every attribute in ``names``, a callable
+    for every name in ``methods`` and, for a class whose methods a patch overrides, each of
+    ``own_methods`` defined on that class itself (not only inherited from a base)."""
     missing = [name for name in names if not hasattr(target, name)]
     missing += [f"{name}()" for name in methods if not callable(getattr(target, name, None))]
+    missing += [f"own {name}()" for name in own_methods if not callable(vars(target).get(name))]
     if missing:
         raise CompatError(f"compat patch {patch}: {_label(target)} has no {', '.join(missing)} "
                           f"({installed_versions()}; written for the versions pinned in pyproject.toml)")

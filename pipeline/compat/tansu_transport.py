@@ -85,9 +85,9 @@ def install() -> None:
     from faust.transport import drivers
 
     require(PATCH, GroupCoordinator, methods=("_maybe_leave_group", "_send_req"))
-    require(PATCH, faust_aiokafka.AIOKafkaConsumerThread,
-            methods=("_highwaters", "_create_worker_consumer", "on_start", "_ensure_consumer"))
-    require(PATCH, faust_aiokafka.Consumer, methods=("_new_consumer_thread",))
+    require(PATCH, faust_aiokafka.AIOKafkaConsumerThread, "_consumer", methods=("_ensure_consumer",),
+            own_methods=("_highwaters", "_create_worker_consumer", "on_start"))  # the three overridden
+    require(PATCH, faust_aiokafka.Consumer, own_methods=("_new_consumer_thread",))
     require(PATCH, drivers, "TRANSPORTS")
     require(PATCH, drivers.TRANSPORTS, "aliases")
     drivers.TRANSPORTS.aliases[EMBEDDED_BROKER_SCHEME] = f"{__name__}:TansuTransport"
