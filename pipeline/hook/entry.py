@@ -9,7 +9,8 @@ the same options and gives the usual help and errors.
 
 It is also what :mod:`pipeline.hook.launch` runs under ``python -I -S`` (the command ``volunteer
 bootstrap`` writes); that interpreter has no site-packages, so before handing over to click this
-entry turns them on (``site.main()``), and every command works from that command line too.
+entry turns them on (``site.main()``) and the garbage collector back on, and every command works
+from that command line too.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ def main() -> None:
         import site
 
         site.main()
+    import gc
+
+    gc.enable()  # off in pipeline.hook.launch, for the one-prompt process only
     from pipeline.cli import main as cli
 
     cli()

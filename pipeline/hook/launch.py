@@ -13,12 +13,20 @@ site-packages, and not this file's own folder on ``sys.path`` (whose ``http.py``
 stand in for the stdlib's). It also ignores ``PYTHONDONTWRITEBYTECODE``, so the byte-code cache of
 the hook's modules is used and kept, whatever the harness's environment says.
 
+The cyclic garbage collector is off: the process lives for one prompt (its deadline, 800 ms by
+default), its inputs are capped, and the collections that its imports and its few thousand
+objects set off were 1-3 ms of its CPU (docs/hooks.md, "Speed"). Reference counting still frees
+everything else.
+
 Every other command, ``--help`` included, goes to the click CLI (:mod:`pipeline.hook.entry`),
-which turns site-packages back on first.
+which turns site-packages and the collector back on first.
 """
 
+import gc
 import sys
 from os.path import abspath, dirname
+
+gc.disable()
 
 _HERE = dirname(abspath(__file__))
 while _HERE in sys.path:  # run without -I: this folder must not shadow the stdlib (http, ...)
