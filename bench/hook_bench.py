@@ -329,18 +329,14 @@ def main() -> None:
                                                     "credential, or VOLUNTEER_HOOK_TOKEN)")
     args = parser.parse_args()
     f = measure(args.prompts, args.sessions, args.warmup, args.url)
-    print(summary("python -c pass (floor)", f["floor"]))
-    print(summary("python -c pass: CPU time", f["floor_cpu"]))
-    print(summary("python -I -S -c pass: CPU time", f["floor_isolated_cpu"]))
-    print(summary("hook, kill switch on (start-up)", f["killed"]))
-    print(summary("  same: CPU time", f["killed_cpu"]))
-    print(summary("  console script: CPU time", f["killed_script_cpu"]))
-    print(summary("hook: spawn -> output", f["output"]))
-    print(summary("hook: spawn -> exit", f["exit"]))
-    print(summary("hook: CPU time per call", f["cpu"]))
-    print(summary("console script: spawn -> output", f["script_output"]))
-    print(summary("hook, worker never answers: exit", f["stuck"]))
-    print(summary("worker alone: POST -> answer", f["worker"]))
+    for label, key in (("python -c pass (floor)", "floor"), ("python -c pass: CPU time", "floor_cpu"),
+                       ("python -I -S -c pass: CPU time", "floor_isolated_cpu"),
+                       ("hook, kill switch on (start-up)", "killed"), ("  same: CPU time", "killed_cpu"),
+                       ("  console script: CPU time", "killed_script_cpu"), ("hook: spawn -> output", "output"),
+                       ("hook: spawn -> exit", "exit"), ("hook: CPU time per call", "cpu"),
+                       ("console script: spawn -> output", "script_output"),
+                       ("hook, worker never answers: exit", "stuck"), ("worker alone: POST -> answer", "worker")):
+        print(summary(label, f[key]))
     if f["discovered"]:
         print(summary("hook via the registry: -> output", f["discovered"]))
     credential_us = f["credential_us"]
