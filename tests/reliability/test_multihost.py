@@ -15,6 +15,7 @@ The short run is in the default suite wherever namespaces can be made (root; CI 
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -116,9 +117,9 @@ def started(cluster: Cluster) -> Cluster:
     return cluster
 
 
-HOOK_SESSIONS = ("hook-", "baseline-")
+HOOK_SESSIONS = ("hook-", "baseline-", "samehost-")
 HOOK_PROMPT = "Any news from Pinecrest Dynamics about the funding round?"
-HOOK_P99_TARGET_MS = 300.0  # the hook lane's target (docs/hooks.md, "Speed")
+HOOK_P99_TARGET_MS = 150.0  # the hook lane's target with a warm worker (docs/hooks.md, "Speed")
 QUIET_FLOOR_MS = 22.0  # 'python -c pass' where that target was measured (docs/hooks.md)
 
 
@@ -129,27 +130,39 @@ def interpreter_floor_ms(cluster: Cluster) -> float:
     return (time.monotonic() - began) * 1000
 
 
+def percentiles(calls: list[HookCall]) -> tuple[float, float]:
+    walls = sorted(c.wall_ms for c in calls)
+    return walls[len(walls) // 2], walls[min(len(walls) - 1, int(len(walls) * 0.99))]
+
+
 def test_a_hook_on_the_client_host_gets_its_pages_through_any_worker(started: Cluster) -> None:
-    """No fault: 30 prompts of 30 sessions, each sent to one of the three workers in turn (most reach
-    a worker that does not own the session, which forwards it to the owner's advertised URL)."""
+    """No fault: 30 prompts of 30 sessions from the client host, each sent to one of the three
+    workers in turn (most reach a worker that does not own the session, which forwards it to the
+    owner's advertised URL). Interleaved, as the comparison at the same load: 10 prompts from a
+    worker's own host to that worker (no link crossed on the way in), and the interpreter floor."""
     state_dir = started.root / "hook-baseline"
     state_dir.mkdir()
-    calls, floor = [], []
+    calls, same_host, floor = [], [], []
     for i in range(30):
-        via = started.net[("w1", "w2", "w3")[i % 3]].address
-        calls.append(call_hook(started, f"http://{via}:6066", f"baseline-{i}", HOOK_PROMPT, state_dir))
+        name = ("w1", "w2", "w3")[i % 3]
+        url = f"http://{started.net[name].address}:6066"
+        calls.append(call_hook(started, url, f"baseline-{i}", HOOK_PROMPT, state_dir))
+        if i % 3 == 0:
+            same_host.append(call_hook(started, url, f"samehost-{i}", HOOK_PROMPT, state_dir, host=started.net[name]))
         floor.append(interpreter_floor_ms(started))
-    walls = sorted(c.wall_ms for c in calls)
-    p50, p99 = walls[len(walls) // 2], walls[min(len(walls) - 1, int(len(walls) * 0.99))]
+    p50, p99 = percentiles(calls)
+    same_p50, same_p99 = percentiles(same_host)
     floor_median = sorted(floor)[len(floor) // 2]
     # The target was set where starting Python takes ~22 ms; on a busier machine everything the hook
     # does (mostly starting Python) takes proportionally longer, so the bound scales with the floor.
     slowdown = max(1.0, floor_median / QUIET_FLOOR_MS)
     print(f"\nhook from the client host, no fault: median {p50:.0f} ms, p99 {p99:.0f} ms over {len(calls)} calls; "
-          f"'python -c pass' median {floor_median:.0f} ms (x{slowdown:.1f} the quiet machine's)")
-    assert [c.problems() for c in calls if c.problems()] == []
-    assert all(c.pages >= 1 for c in calls), [c.stdout[:200] for c in calls if not c.pages]
-    assert p99 <= HOOK_P99_TARGET_MS * slowdown, walls
+          f"from a worker's own host: median {same_p50:.0f} ms, p99 {same_p99:.0f} ms over {len(same_host)}; "
+          f"'python -c pass' median {floor_median:.0f} ms (x{slowdown:.1f} the quiet machine's); "
+          f"load average {os.getloadavg()[0]:.1f}")
+    assert [c.problems() for c in calls + same_host if c.problems()] == []
+    assert all(c.pages >= 1 for c in calls + same_host), [c.stdout[:200] for c in calls if not c.pages]
+    assert p99 <= HOOK_P99_TARGET_MS * slowdown, sorted(c.wall_ms for c in calls)
     # the probes answer on the worker's address from another host too (a load balancer's view)
     assert started.workers["w1"].probe(LIVE_PATH, from_ns=started.client.ns)[0] == 200
 
