@@ -139,7 +139,7 @@ def percentiles(calls: list[HookCall]) -> tuple[float, float]:
 def test_a_hook_on_the_client_host_gets_its_pages_through_any_worker(started: Cluster) -> None:
     """No fault: 30 prompts of 30 sessions from the client host, each sent to one of the three
     workers in turn (most reach a worker that does not own the session, which forwards it to the
-    owner's advertised URL). Interleaved, as the comparison at the same load: 10 prompts from a
+    owner's advertised URL). Interleaved, as the comparison at the same load: 15 prompts from a
     worker's own host to that worker (no link crossed on the way in), and the interpreter floor."""
     state_dir = started.root / "hook-baseline"
     state_dir.mkdir()
@@ -148,7 +148,7 @@ def test_a_hook_on_the_client_host_gets_its_pages_through_any_worker(started: Cl
         name = ("w1", "w2", "w3")[i % 3]
         url = f"http://{started.net[name].address}:6066"
         calls.append(call_hook(started, url, f"baseline-{i}", HOOK_PROMPT, state_dir))
-        if i % 3 == 0:
+        if i % 2 == 0:
             same_host.append(call_hook(started, url, f"samehost-{i}", HOOK_PROMPT, state_dir, host=started.net[name]))
         floor.append(interpreter_floor_ms(started))
     p50, p99 = percentiles(calls)
@@ -167,9 +167,11 @@ def test_a_hook_on_the_client_host_gets_its_pages_through_any_worker(started: Cl
     assert all(c.pages >= 1 or c.wall_ms >= HOOK_DEADLINE_MS for c in calls + same_host), [
         (round(c.wall_ms), c.stdout[:200]) for c in calls + same_host if not c.pages]
     assert sum(c.pages >= 1 for c in calls) >= len(calls) * 0.9, [round(c.wall_ms) for c in calls]
-    # Within the target (scaled by the slowdown), or no slower than the same hook on a worker's own
-    # host at the same time: then the load, not the hop between hosts, made it miss.
-    assert p99 <= HOOK_P99_TARGET_MS * slowdown or p99 <= 1.25 * same_p99, sorted(c.wall_ms for c in calls)
+    # Within the target (scaled by the slowdown); or, where other work on the machine stretches the
+    # tail past it, crossing hosts is not what costs: the median is no worse than the same hook's on
+    # a worker's own host, measured interleaved (tails of 30 and 15 loaded calls are not comparable).
+    assert p99 <= HOOK_P99_TARGET_MS * slowdown or p50 <= 1.25 * same_p50 + 10, (
+        sorted(round(c.wall_ms) for c in calls), sorted(round(c.wall_ms) for c in same_host))
     # the probes answer on the worker's address from another host too (a load balancer's view)
     assert started.workers["w1"].probe(LIVE_PATH, from_ns=started.client.ns)[0] == 200
 
