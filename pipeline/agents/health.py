@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from pipeline.internals import CompatError, internals
+
 if TYPE_CHECKING:
     from pipeline.agents.context import AgentContext
 
@@ -37,7 +39,7 @@ BROKER_SILENCE_S = 5.0
 """Readiness fails when the newest Fetch answer for any owned partition is older than this. A worker
 that talks to its broker gets one every fetch wait (20 ms on the embedded broker, 1.5 s on Kafka)
 for its idle partitions at least; 5 s is also the embedded broker's request timeout, after which a
-worker cut off from the broker has given up its requests (tansu_quirks.REQUEST_TIMEOUT_S)."""
+worker cut off from the broker has given up its requests (topics/tansu_client.py, REQUEST_TIMEOUT_S)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +81,7 @@ def readiness(ctx: AgentContext) -> Readiness:
 
     app: Any = ctx.app
     owned = ctx.assigned_partitions(ctx.settings.topic_turns)
-    recovering = bool(getattr(app, "rebalancing", False) or getattr(app, "in_recovery", False))
+    recovering = bool(app.rebalancing or app.in_recovery)
     lag = sum(value for _, _, value in consumer_lag(ctx))
     index = ctx.brain.index
     pages = None if index is None else int(index.live_page_count)
@@ -88,18 +90,15 @@ def readiness(ctx: AgentContext) -> Readiness:
 
 def broker_silence_s(app: Any) -> float | None:
     """Seconds since the consumer's newest Fetch answer for any partition it owns, None if none yet.
-
-    aiokafka stamps a partition at every Fetch answer, empty ones included
-    (``AIOKafkaConsumer.last_poll_timestamp``); Faust keeps that consumer on its consumer thread.
-    """
-    consumer: Any = getattr(getattr(getattr(app, "_consumer", None), "_thread", None), "_consumer", None)
-    if consumer is None:
-        return None
+    A changed internal raises (:class:`pipeline.internals.CompatError`), as every guarded read does."""
+    access = internals()
     try:
-        stamps = [consumer.last_poll_timestamp(tp) for tp in consumer.assignment()]
+        consumer = access.created_consumer(app)
+        newest = None if consumer is None else access.newest_fetch_ms(consumer)
+    except CompatError:
+        raise
     except Exception:  # not started, or mid-rebalance
         return None
-    newest = max((s for s in stamps if s), default=None)
     return None if newest is None else max(0.0, time.time() - newest / 1000)
 
 
