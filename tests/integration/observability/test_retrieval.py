@@ -138,7 +138,7 @@ def test_the_agents_writer_retries_while_the_database_is_down_and_can_give_up_un
     import asyncio
     import socket
 
-    from pipeline.agents.batch_types import InRecord
+    from pipeline.agents.batch_types import InRecord, WriteOutcome
     from pipeline.agents.page_open_writer import OpenWriter
 
     with socket.socket() as sock:
@@ -154,6 +154,7 @@ def test_the_agents_writer_retries_while_the_database_is_down_and_can_give_up_un
 
     record = InRecord(b"k", b'{"slug": "a", "source_id": "default"}', 0, 1)
     result = asyncio.run(writer.write([record], 0, should_stop=lambda: stop[0], sleep=sleep))
-    assert result.attempts == -1 and result.updated == 0  # the caller must not acknowledge
+    assert result.outcome is WriteOutcome.STOPPED and result.updated == 0  # the caller must not acknowledge
+    assert result.attempts == 5
     assert waits == [0.05, 0.1, 0.2, 0.4]  # exponential backoff between attempts
     assert writer.failures == 5

@@ -147,3 +147,52 @@ def test_empty_batch_touches_nothing(migrated_database_url: str) -> None:
 def test_missing_table_raises_a_database_error(database_url: str) -> None:
     with pytest.raises(psycopg.errors.UndefinedTable):
         asyncio.run(_insert(database_url, [make_event(1)]))
+
+
+def test_the_sink_agents_writer_dead_letters_an_unstorable_event_and_commits_the_rest(
+        migrated_database_url: str) -> None:
+    """The event writer on the shared batch-writer base: decode, one retry after an unstorable
+    event (dead-lettered with its place), then a committed batch the agent may acknowledge."""
+    import orjson
+
+    from pipeline.agents.batch_types import InRecord, WriteOutcome
+    from pipeline.agents.sink import EventWriter
+
+    good, bad = make_event(1), make_event(2, at="yesterday")
+    records = [InRecord(b"s-1", good.to_json(), 0, 5), InRecord(b"s-1", bad.to_json(), 0, 6),
+               InRecord(b"s-1", None, 1, 7), InRecord(b"s-1", b"{}", 1, 8)]
+
+    async def go() -> tuple[object, ...]:
+        writer = EventWriter(migrated_database_url, "volunteered")
+        try:
+            r = await writer.write(records, 1_767_261_700_000)
+        finally:
+            await writer.close()
+        return r.outcome, r.attempts, r.inserted, r.events, r.dead_reasons, [orjson.loads(v)["offset"] for _, v in r.dead]
+
+    outcome, attempts, inserted, events, reasons, offsets = asyncio.run(go())
+    assert outcome is WriteOutcome.COMMITTED and (attempts, inserted, events) == (2, 1, 1)
+    assert reasons == ["missing_value", "invalid_volunteered", "invalid_event"] and offsets == [7, 8, 6]
+    assert len(rows(migrated_database_url)) == 1
+
+
+def test_the_sink_agents_writer_stops_unacknowledged_while_the_database_is_away() -> None:
+    import socket
+
+    from pipeline.agents.batch_types import InRecord, WriteOutcome
+    from pipeline.agents.sink import EventWriter
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    writer = EventWriter(f"postgresql://nobody@127.0.0.1:{port}/x", "volunteered")
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    record = InRecord(b"s-1", make_event(1).to_json(), 0, 1)
+    result = asyncio.run(writer.write([record], 0, should_stop=lambda: len(waits) >= 2, sleep=sleep))
+    assert result.outcome is WriteOutcome.STOPPED and not result.committed  # acknowledge nothing
+    assert (result.attempts, result.inserted, result.events, writer.failures) == (3, 0, 0, 3)
+    assert waits == [0.05, 0.1]
