@@ -9,7 +9,7 @@ from typing import IO
 
 import click
 
-from pipeline.cli.streamopts import broker_option, quiet_client_logs, settings_with_flags
+from pipeline.cli.options import broker_option, quiet_client_logs, settings_with_flags
 from pipeline.settings import Settings
 from topics.records import InvalidRecord, Volunteered
 
