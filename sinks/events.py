@@ -59,14 +59,15 @@ def event_columns(events: Sequence[Volunteered]) -> list[list[Any]]:
             raise InvalidEvent(ev.event_id, f"volunteered_at {ev.volunteered_at!r} is not RFC 3339") from None
         if not -2_147_483_648 <= ev.turn <= 2_147_483_647:
             raise InvalidEvent(ev.event_id, f"turn {ev.turn} does not fit an INTEGER column")
-        texts = (ev.source_id, ev.slug, ev.arm, ev.rationale, ev.channel, ev.session_id)
+        page = ev.page
+        texts = (page.source_id, page.slug, page.arm, page.rationale, ev.channel, ev.session_id)
         if any("\x00" in t for t in texts):
             raise InvalidEvent(ev.event_id, "a text field contains NUL, which PostgreSQL cannot store")
-        cols[0].append(ev.source_id)
-        cols[1].append(ev.slug)
-        cols[2].append(float(ev.confidence))
-        cols[3].append(ev.arm)
-        cols[4].append(ev.rationale)
+        cols[0].append(page.source_id)
+        cols[1].append(page.slug)
+        cols[2].append(float(page.confidence))
+        cols[3].append(page.arm)
+        cols[4].append(page.rationale)
         cols[5].append(ev.channel)
         cols[6].append(ev.session_id)
         cols[7].append(ev.turn)

@@ -33,10 +33,7 @@ from topics.records import InvalidRecord
 
 def page_json(session_id: str, turn: int, page: VolunteeredPage) -> bytes:
     """One ``--json`` line: session, turn, then the volunteered page in the reference's key order."""
-    return orjson.dumps({
-        "session_id": session_id, "turn": turn, "slug": page.slug, "source_id": page.source_id, "display": page.display,
-        "confidence": page.confidence, "arm": page.arm, "rationale": page.rationale, "synopsis": page.synopsis,
-    }, option=orjson.OPT_APPEND_NEWLINE)
+    return orjson.dumps({"session_id": session_id, "turn": turn, **page.to_dict()}, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def _with_progress(stream: IO[bytes], enabled: bool) -> Iterator[bytes]:

@@ -17,9 +17,7 @@ from topics.records import InvalidRecord, Volunteered
 def human_line(event: Volunteered) -> str:
     from pipeline.core.render import format_page
 
-    page = {"display": event.display, "slug": event.slug, "confidence": event.confidence, "arm": event.arm,
-            "rationale": event.rationale, "synopsis": event.synopsis}
-    return f"[{event.session_id} turn {event.turn}] {format_page(page)}"
+    return f"[{event.session_id} turn {event.turn}] {format_page(event.page)}"
 
 
 async def watch_pages(settings: Settings, *, session: str | None, as_json: bool, from_beginning: bool,

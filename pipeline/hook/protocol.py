@@ -135,7 +135,7 @@ def decode_delivery(value: bytes, key: bytes | None = None) -> Delivery:
     return delivery_from_obj(obj, key)
 
 
-PAGE_FIELDS = ("slug", "source_id", "display", "confidence", "arm", "rationale", "synopsis")
+PAGE_FIELDS = ("slug", "source_id", "display", "confidence", "arm", "rationale", "synopsis")  # pipeline.core.types.PAGE_FIELDS
 ITEM_KINDS = ("pointer", "page")
 ARMS = ("alias", "title", "title-surname", "cjk-title", "slug-suffix")  # pipeline.core.types.ARMS
 MAX_ITEMS = 32

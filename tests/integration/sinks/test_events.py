@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import psycopg
 import pytest
 
+from pipeline.core.types import VolunteeredPage
 from sinks.events import InvalidEvent, insert_events, insert_events_sync
 from topics.records import Volunteered, event_id_for
 
@@ -27,8 +28,9 @@ def make_event(
 ) -> Volunteered:
     return Volunteered(
         event_id=event_id_for(session_id, turn, source_id, slug, channel),
-        session_id=session_id, turn=turn, slug=slug, source_id=source_id, display="Alice Example",
-        confidence=confidence, arm="title", rationale=rationale, synopsis="Alice is a founder.",
+        session_id=session_id, turn=turn,
+        page=VolunteeredPage(slug=slug, source_id=source_id, display="Alice Example", confidence=confidence,
+                             arm="title", rationale=rationale, synopsis="Alice is a founder."),
         channel=channel, volunteered_at=at,
     )
 
