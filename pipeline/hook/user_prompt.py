@@ -33,15 +33,14 @@ from pipeline.hook.protocol import (
     DELIVERED_PATH,
     HELLO_PATH,
     MAX_DELIVERIES_PER_REQUEST,
-    MAX_TURN_NUMBER,
     TURNS_PATH,
     BadReply,
-    Delivery,
     items_from_answer,
 )
 from pipeline.hook.registry import Ambiguous, urls_for
 from pipeline.hook.session_file import SessionHookState, SessionStateFile, prompt_digest, sweep_old_sessions
 from pipeline.hook.transcript import TranscriptRefused, confine, read_new
+from topics.delivery import MAX_TURN_NUMBER, Delivery
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
