@@ -27,7 +27,7 @@ import psycopg
 from pipeline.agents.batch_types import InRecord, WriteOutcome, WriteResult
 from pipeline.agents.retry import Backoff
 from sinks.db import redact
-from topics.records import DeadLetter
+from topics.records import DeadLetter, InvalidRecord
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,8 @@ T = TypeVar("T")
 class BatchWriter(ABC, Generic[T, R]):
     """A batch of consumed records -> rows, committed before :meth:`write` returns.
 
-    A subclass decodes records into items of type ``T`` (:meth:`decode`, dead-lettering what can
-    never be stored) and stores a list of them in one statement (:meth:`store`). :meth:`write`
+    A subclass decodes a record into an item of type ``T`` (:meth:`decode_one`; what can never be
+    stored becomes a dead letter) and stores a list of them in one statement (:meth:`store`). :meth:`write`
     runs that statement until it commits, retrying with backoff while PostgreSQL is away; its
     result's ``outcome`` says whether the agent may acknowledge the batch.
     """
@@ -121,8 +121,19 @@ class BatchWriter(ABC, Generic[T, R]):
         """An empty result of this writer's type."""
 
     @abstractmethod
+    def decode_one(self, rec: InRecord) -> T:
+        """The item of one record; raises :class:`~topics.records.InvalidRecord` for one that can
+        never be stored (it becomes a dead letter with the error's code)."""
+
     def decode(self, records: Sequence[InRecord], now_ms: int, result: R) -> list[T]:
         """The storable items of ``records``; the others go to ``result`` as dead letters."""
+        items: list[T] = []
+        for rec in records:
+            try:
+                items.append(self.decode_one(rec))
+            except InvalidRecord as exc:
+                self.dead_letter(result, rec, exc.code, exc.message, now_ms)
+        return items
 
     @abstractmethod
     async def store(self, conn: psycopg.AsyncConnection, items: list[T], result: R, now_ms: int) -> list[T]:

@@ -22,7 +22,6 @@ from pipeline.agents.dbwriter import BatchWriter
 from pipeline.agents.publishing import now_ms, publish_retrying
 from sinks.retrieval import Open, mark_retrieved
 from topics.page_opens import decode_page_open
-from topics.records import InvalidRecord
 
 if TYPE_CHECKING:
     from pipeline.agents.context import AgentContext
@@ -40,16 +39,13 @@ class OpenWriter(BatchWriter[Open, OpensResult]):
     def new_result(self) -> OpensResult:
         return OpensResult()
 
+    def decode_one(self, rec: InRecord) -> Open:
+        item = decode_page_open(rec.value)
+        return Open(item.source_id, item.slug, item.opened_at_ms)
+
     def decode(self, records: Sequence[InRecord], now_ms: int, result: OpensResult) -> list[Open]:
-        opens: list[Open] = []
-        for rec in records:
-            try:
-                item = decode_page_open(rec.value)
-            except InvalidRecord as exc:
-                self.dead_letter(result, rec, exc.code, exc.message, now_ms)
-                continue
-            opens.append(Open(item.source_id, item.slug, item.opened_at_ms))
-        result.opens = len(opens)
+        opens = super().decode(records, now_ms, result)
+        result.opens = len(opens)  # the valid opens, whether or not the write then goes through
         return opens
 
     async def store(self, conn: psycopg.AsyncConnection, items: list[Open], result: OpensResult,

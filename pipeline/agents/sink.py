@@ -10,8 +10,6 @@ Volunteered record, an unstorable value) become dead letters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import psycopg
 
 from pipeline.agents.batch_types import InRecord, SinkResult
@@ -31,16 +29,10 @@ class EventWriter(BatchWriter[Pair, SinkResult]):
     def new_result(self) -> SinkResult:
         return SinkResult()
 
-    def decode(self, records: Sequence[InRecord], now_ms: int, result: SinkResult) -> list[Pair]:
-        events: list[Pair] = []
-        for rec in records:
-            try:
-                if rec.value is None:
-                    raise InvalidRecord("missing_value", "record has no value (tombstone)")
-                events.append((Volunteered.from_json(rec.value), rec))
-            except InvalidRecord as exc:
-                self.dead_letter(result, rec, exc.code, exc.message, now_ms)
-        return events
+    def decode_one(self, rec: InRecord) -> Pair:
+        if rec.value is None:
+            raise InvalidRecord("missing_value", "record has no value (tombstone)")
+        return Volunteered.from_json(rec.value), rec
 
     async def store(self, conn: psycopg.AsyncConnection, items: list[Pair], result: SinkResult,
                     now_ms: int) -> list[Pair]:
