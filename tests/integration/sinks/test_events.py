@@ -178,23 +178,32 @@ def test_the_sink_agents_writer_dead_letters_an_unstorable_event_and_commits_the
     assert len(rows(migrated_database_url)) == 1
 
 
-def test_the_sink_agents_writer_stops_unacknowledged_while_the_database_is_away() -> None:
+@pytest.mark.parametrize("which", ["events", "page opens"])
+def test_both_batch_writers_retry_while_the_database_is_away_and_stop_unacknowledged(which: str) -> None:
+    """The retry the two writers share (pipeline/agents/dbwriter.py): backoff between attempts,
+    nothing written, and a STOPPED outcome (never a count standing in for one) once the worker stops."""
     import socket
 
     from pipeline.agents.batch_types import InRecord, WriteOutcome
+    from pipeline.agents.page_open_writer import OpenWriter
     from pipeline.agents.sink import EventWriter
 
-    with socket.socket() as sock:
+    with socket.socket() as sock:  # a port nobody listens on: every connection attempt fails
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    writer = EventWriter(f"postgresql://nobody@127.0.0.1:{port}/x", "volunteered")
+        url = f"postgresql://nobody@127.0.0.1:{sock.getsockname()[1]}/x"
+    if which == "events":
+        writer: EventWriter | OpenWriter = EventWriter(url, "volunteered")
+        record = InRecord(b"s-1", make_event(1).to_json(), 0, 1)
+    else:
+        writer = OpenWriter(url, "opens")
+        record = InRecord(b"k", b'{"slug": "a", "source_id": "default"}', 0, 1)
     waits: list[float] = []
 
     async def sleep(seconds: float) -> None:
         waits.append(seconds)
 
-    record = InRecord(b"s-1", make_event(1).to_json(), 0, 1)
-    result = asyncio.run(writer.write([record], 0, should_stop=lambda: len(waits) >= 2, sleep=sleep))
-    assert result.outcome is WriteOutcome.STOPPED and not result.committed  # acknowledge nothing
-    assert (result.attempts, result.inserted, result.events, writer.failures) == (3, 0, 0, 3)
-    assert waits == [0.05, 0.1]
+    result = asyncio.run(writer.write([record], 0, should_stop=lambda: len(waits) >= 4, sleep=sleep))
+    assert result.outcome is WriteOutcome.STOPPED and not result.committed  # the agent acknowledges nothing
+    assert (result.attempts, writer.failures, result.dead) == (5, 5, [])
+    assert waits == [0.05, 0.1, 0.2, 0.4]  # exponential backoff between attempts
+    assert (result.inserted if isinstance(writer, EventWriter) else result.updated) == 0
