@@ -86,7 +86,6 @@ class DurableConnection:
         return False
 
 
-
 R = TypeVar("R", bound=WriteResult)
 T = TypeVar("T")
 
@@ -95,8 +94,8 @@ class BatchWriter(ABC, Generic[T, R]):
     """A batch of consumed records -> rows, committed before :meth:`write` returns.
 
     A subclass decodes a record into an item of type ``T`` (:meth:`decode_one`; what can never be
-    stored becomes a dead letter) and stores a list of them in one statement (:meth:`store`). :meth:`write`
-    runs that statement until it commits, retrying with backoff while PostgreSQL is away; its
+    stored becomes a dead letter) and stores a list of them in one statement (:meth:`store`).
+    :meth:`write` runs that statement until it commits, retrying with backoff while PostgreSQL is away; its
     result's ``outcome`` says whether the agent may acknowledge the batch.
     """
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import click
 import orjson
 
-from pipeline.cli.options import brain_options, gate_flags, gate_values, settings_or_fail
+from pipeline.cli.options import brain_options, fail_on_db_error, gate_flags, gate_values, settings_or_fail
 from pipeline.core.brain import BrainIndex
 from pipeline.core.jscompat import js_number
 from pipeline.core.normalize import JS_WHITESPACE
@@ -51,8 +51,6 @@ def load_brain(brain_dir: str | None, database_url: str | None, source_ids: Sequ
             from sinks.brain_pg import load_brain as load_pg_brain
         except ImportError as exc:
             raise click.ClickException(f"the PostgreSQL brain loader is not available ({exc}); use --brain DIR") from None
-        from pipeline.cli.options import fail_on_db_error
-
         with fail_on_db_error(database_url):
             return load_pg_brain(database_url, list(source_ids) if source_ids else None)
     raise click.UsageError(
@@ -271,7 +269,6 @@ def _run_stats(database_url: str | None, sources: Sequence[str], days: str, as_j
     if not database_url:
         raise click.UsageError("--stats reads the events table: pass --database-url URL (or set VOLUNTEER_DATABASE_URL)")
     try:
-        from pipeline.cli.options import fail_on_db_error
         from sinks.stats import run_stats_command
     except ImportError as exc:
         raise click.ClickException(f"stats are not available in this installation ({exc})") from None
