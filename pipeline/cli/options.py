@@ -136,7 +136,7 @@ _SOURCE = click.option("--source", metavar="ID", default=None,
                        help="Brain source for turns that do not name one (default: default).")
 _GATE = [
     click.option("--max-pages", metavar="N", default=None,
-                 help="Pages per turn, 1-5 (default 3; below 1 means 3, fractions floor)."),
+                 help="Pages volunteered per turn (by the one-shot op: per call), 1-5 (default 3; below 1 means 3, fractions floor)."),
     click.option("--min-confidence", metavar="X", default=None,
                  help="Confidence gate in [0, 1] (default 0.7; out of range or not a number means 0.7)."),
 ]
