@@ -18,6 +18,9 @@ Sections (each also runs alone as ``python -m bench.<name>_bench``):
   brain      brain refresh on a 100,000-page brain: reload time and how long the event loop stalls
   mcp        a volunteer_context call on a warm `volunteer mcp` over stdio (conformance brain, op
              events logged to PostgreSQL): p50 / p99 through the MCP SDK client and as raw JSON-RPC
+  hook       `volunteer hook user-prompt` as the harness starts it (the command bootstrap installs),
+             against a warm worker: spawn to output p50 / p99 as ratios to the targets (issue 15),
+             CPU per call next to the bare interpreter's start, the console script, the worker alone
 
 It prints progress while it runs, then one table. Embedded broker and PostgreSQL (fsync off:
 CPU and protocol cost, not disk). Figures only, nothing asserted; each row carries the load average
@@ -39,7 +42,7 @@ from typing import Any
 
 from bench.common import ROOT, load_note, loadavg
 
-SECTIONS = ("core", "replay", "transport", "e2e", "sink", "state", "brain", "mcp")
+SECTIONS = ("core", "replay", "transport", "e2e", "sink", "state", "brain", "mcp", "hook")
 
 TARGETS = {
     "core": 25_000.0,
@@ -255,6 +258,18 @@ def run_mcp(args: argparse.Namespace, results: dict[str, Any], table: Table, pg:
                   "p99 ≤ 20 ms", verdict(f["p99_ms"] <= TARGETS["mcp_p99"]), r["load"])
 
 
+def run_hook(args: argparse.Namespace, results: dict[str, Any], table: Table, broker: Any, pg: Any) -> None:
+    from bench import hook_bench
+
+    print("hook: volunteer hook user-prompt processes against a warm worker ...", flush=True)
+    r = hook_bench.measure(60 if args.quick else 200, 20 if args.quick else 40, broker_url=broker.url,
+                           database_url=pg.url)
+    results["hook"] = r
+    table.add(f"## (h) harness hook: {r['command']}")
+    for what, figure, target, met in hook_bench.report(r):
+        table.add(what, figure, target, met, r["load"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -317,6 +332,8 @@ def main() -> None:
                 run_brain(args, results, table, pg)
             if "mcp" in only:
                 run_mcp(args, results, table, pg)
+            if "hook" in only:
+                run_hook(args, results, table, broker, pg)
 
     results["seconds"] = time.monotonic() - started
     print()

@@ -7,17 +7,17 @@ session's turns (a delivery is always applied before the next prompt is decided;
 window agent checks before decoding a Turn (docs/contracts.md "Records", docs/hooks.md).
 
 Light on purpose: the hook process imports this module on every prompt (its start-up counts
-against the hook's latency goal), so it uses stdlib ``json`` and ``math`` only — no orjson,
-dataclasses or typing at run time, and not :mod:`topics.records` (which pulls in the core); the
-two limits it shares with that module are copied and checked equal by tests/unit/hook/test_block.py.
+against the hook's latency goal), so it uses the hook's :mod:`pipeline.hook.jsonlite` only (the
+stdlib's C JSON without ``json``, ``re`` or ``math``) — no orjson, dataclasses or typing at run
+time, and not :mod:`topics.records` (which pulls in the core); the two limits it shares with that
+module are copied and checked equal by tests/unit/hook/test_block.py.
 Decoding raises only :class:`topics.records.InvalidRecord` (imported when one is raised), whose
 code becomes the dead letter's reason.
 """
 
 from __future__ import annotations
 
-import json
-import math
+from pipeline.hook import jsonlite
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class Delivery:
 
     def to_json(self) -> bytes:
         """Compact JSON, non-ASCII kept as is (the hook's own encoding, :func:`pipeline.hook.protocol.dumps`)."""
-        return json.dumps(self.to_obj(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return jsonlite.dumps(self.to_obj(), ensure_ascii=False).encode("utf-8")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Delivery) and self.to_obj() == other.to_obj()
@@ -81,7 +81,7 @@ def _invalid(code: str, message: str) -> InvalidRecord:
 
 def _int_field(obj: dict[str, Any], name: str, low: int, high: int) -> int:
     value = obj.get(name)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or value - value != 0:  # inf and NaN
         raise _invalid("invalid_delivery", f"field '{name}' must be an integer")
     if value != int(value) or not low <= int(value) <= high:
         raise _invalid("invalid_delivery", f"field '{name}' must be an integer in {low}..{high}")
@@ -112,7 +112,7 @@ def delivery_from_obj(obj: Any, key: bytes | None = None) -> Delivery:
 def decode_delivery(value: bytes, key: bytes | None = None) -> Delivery:
     """A delivery record from the ``turns`` topic; raises :class:`InvalidRecord` (dead-lettered)."""
     try:
-        obj = json.loads(value)
+        obj = jsonlite.loads(value)
     except (ValueError, RecursionError) as exc:
         raise _invalid("invalid_json", f"value is not valid JSON: {exc}") from None
     return delivery_from_obj(obj, key)

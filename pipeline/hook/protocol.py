@@ -2,14 +2,13 @@
 
 The delivery record the hook sends back (what it printed) is a record type like the others and
 lives beside them in :mod:`topics.delivery`, with the harness channels (re-exported here for the
-hook's options). Light on purpose (the hook process imports it): stdlib ``json`` only, and
-:mod:`topics.delivery`, which is as light.
+hook's options). Light on purpose (the hook process imports it): :mod:`pipeline.hook.jsonlite` and
+:mod:`topics.delivery` only (not ``json``, which loads ``re``, nor ``math``).
 """
 
 from __future__ import annotations
 
-import json
-
+from pipeline.hook import jsonlite
 from topics.delivery import HOOK_CHANNELS as HOOK_CHANNELS  # re-exported: the hook's --harness choices
 from topics.delivery import MAX_SESSION_ID_CHARS, MAX_SLUG_CHARS
 
@@ -41,10 +40,10 @@ MAX_DELIVERIES_PER_REQUEST = 16
 
 def dumps(obj: Any) -> str:
     """Compact JSON, non-ASCII kept as is (what the hook prints and sends)."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return jsonlite.dumps(obj, ensure_ascii=False)
 
 
-PAGE_FIELDS = ("slug", "source_id", "display", "confidence", "arm", "rationale", "synopsis")  # pipeline.core.types.PAGE_FIELDS
+PAGE_FIELDS = ("slug", "source_id", "display", "confidence", "arm", "rationale", "synopsis")
 ITEM_KINDS = ("pointer", "page")
 ARMS = ("alias", "title", "title-surname", "cjk-title", "slug-suffix")  # pipeline.core.types.ARMS
 MAX_ITEMS = 32
