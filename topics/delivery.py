@@ -6,11 +6,11 @@ session's turns (a delivery is always applied before the next prompt is decided;
 :mod:`pipeline.agents.hooklane`). Its value starts with :data:`DELIVERY_PREFIX`, which is what the
 window agent checks before decoding a Turn (docs/contracts.md "Records", docs/hooks.md).
 
-Light on purpose: the hook process imports this module on every prompt (its start-up counts
-against the hook's latency goal), so it uses the hook's :mod:`pipeline.hook.jsonlite` only (the
-stdlib's C JSON without ``json``, ``re`` or ``math``) — no orjson, dataclasses or typing at run
-time, and not :mod:`topics.records` (which pulls in the core); the two limits it shares with that
-module are copied and checked equal by tests/unit/hook/test_block.py.
+Light on purpose: the hook process imports this module to report what it printed (after its
+output; its start-up counts against the hook's latency goal), so it uses only what the hook's fast
+path already loaded: :mod:`pipeline.hook.jsonlite` (the stdlib's C JSON without ``json``, ``re``
+or ``math``) and the limits and harness channels of :mod:`pipeline.hook.protocol` — no orjson,
+dataclasses or typing at run time, and not :mod:`topics.records` (which pulls in the core).
 Decoding raises only :class:`topics.records.InvalidRecord` (imported when one is raised), whose
 code becomes the dead letter's reason.
 """
@@ -18,6 +18,7 @@ code becomes the dead letter's reason.
 from __future__ import annotations
 
 from pipeline.hook import jsonlite
+from pipeline.hook.protocol import HOOK_CHANNELS, MAX_SESSION_ID_CHARS, MAX_SLUG_CHARS, MAX_TURN_NUMBER
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
@@ -26,15 +27,8 @@ if TYPE_CHECKING:
 
     from topics.records import InvalidRecord
 
-MAX_SESSION_ID_CHARS = 256  # topics.records.MAX_SESSION_ID_CHARS (not imported: the hook stays light)
-MAX_TURN_NUMBER = 2_147_483_647  # topics.records.MAX_TURN_NUMBER
-
-HOOK_CHANNELS: tuple[str, ...] = ("claude-code", "codex", "opencode")
-"""Channels whose pages count only once the hook reports them printed (the reference's harness channels)."""
-
 DELIVERY_PREFIX = b'{"kind":"delivered",'
 MAX_SLUGS_PER_DELIVERY = 64
-MAX_SLUG_CHARS = 1024
 
 
 def is_delivery(value: bytes) -> bool:

@@ -1,21 +1,28 @@
-"""What the hook and the worker agree on: endpoint paths and the answer's items.
+"""What the hook and the worker agree on: harness channels, endpoint paths, the answer's items.
 
 The delivery record the hook sends back (what it printed) is a record type like the others and
-lives beside them in :mod:`topics.delivery`, with the harness channels (re-exported here for the
-hook's options). Light on purpose (the hook process imports it): :mod:`pipeline.hook.jsonlite` and
-:mod:`topics.delivery` only (not ``json``, which loads ``re``, nor ``math``).
+lives beside them in :mod:`topics.delivery`, which takes its limits from here. The hook imports it
+only once it has printed its block, so the fast path up to the output loads no ``topics`` module.
+
+Light on purpose (the hook process imports it): :mod:`pipeline.hook.jsonlite` only (not ``json``, which
+loads ``re``, nor ``math``).
 """
 
 from __future__ import annotations
 
 from pipeline.hook import jsonlite
-from topics.delivery import HOOK_CHANNELS as HOOK_CHANNELS  # re-exported: the hook's --harness choices
-from topics.delivery import MAX_SESSION_ID_CHARS, MAX_SLUG_CHARS
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
+
+MAX_SESSION_ID_CHARS = 256  # topics.records.MAX_SESSION_ID_CHARS (not imported: the hook stays light)
+MAX_TURN_NUMBER = 2_147_483_647  # topics.records.MAX_TURN_NUMBER
+MAX_SLUG_CHARS = 1024
+
+HOOK_CHANNELS: tuple[str, ...] = ("claude-code", "codex", "opencode")
+"""Channels whose pages count only once the hook reports them printed (the reference's harness channels)."""
 
 DEFAULT_HARNESS = "claude-code"
 

@@ -34,6 +34,7 @@ from pipeline.hook.protocol import (
     DELIVERED_PATH,
     HELLO_PATH,
     MAX_DELIVERIES_PER_REQUEST,
+    MAX_TURN_NUMBER,
     TURNS_PATH,
     BadReply,
     items_from_answer,
@@ -41,7 +42,6 @@ from pipeline.hook.protocol import (
 from pipeline.hook.registry import Ambiguous, urls_for
 from pipeline.hook.session_file import SessionHookState, SessionStateFile, prompt_digest, sweep_old_sessions
 from pipeline.hook.transcript import TranscriptRefused, confine, read_new
-from topics.delivery import MAX_TURN_NUMBER, Delivery
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
@@ -282,6 +282,9 @@ class Call:
         self.record.outcome = "ok"
         self.record.reason = "trimmed" if len(printed) < len(items) else self.record.warmup
         self.record.pages_printed = len(printed)
+        # imported after the output: the fast path up to it loads no record module
+        from topics.delivery import Delivery
+
         delivery = Delivery(session_id, int(answer["turn"]), tuple(dict.fromkeys(p["slug"] for p in printed)),
                             self.cfg.channel, int(time.time() * 1000))
         report = delivery.to_obj()
