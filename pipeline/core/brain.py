@@ -19,7 +19,7 @@ table is kept as live target pages per norm (:meth:`alias_pages`); the older nes
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Final, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from pipeline.core.extract import has_whitespace, starts_uppercase
 from pipeline.core.jscompat import utf16_len
@@ -49,12 +49,15 @@ def _as_ids(value: Ids | None) -> tuple[int, ...]:
     return value
 
 
-def _add(index: dict[str, Ids], key: str, page_id: int, shared: dict[str, list[int]]) -> None:
-    """Record ``page_id`` under ``key``; a key's second id moves it to ``shared`` (sorted at the end)."""
-    known = index.get(key)
-    if known is None:
-        index[key] = page_id
-    elif isinstance(known, int):
+def _add(index: dict[str, Ids], key: str, page_id: Any, shared: dict[str, list[int]]) -> None:
+    """Record ``page_id`` under ``key``; a key's second id moves it to ``shared`` (sorted at the end).
+
+    ``page_id`` is typed ``Any`` on purpose: the compiled core then passes the one boxed int object
+    along instead of boxing a new one per map (100,000 pages: ~8 MiB of duplicate ints)."""
+    known = index.setdefault(key, page_id)
+    if known == page_id:  # just inserted: no other live page has this id (equality, not identity,
+        return  # because the compiled core may box the same int twice)
+    if isinstance(known, int):
         shared[key] = [known, page_id]
         index[key] = _EMPTY  # placeholder, replaced by _settle
     else:
@@ -122,37 +125,47 @@ class BrainIndex:
         shared_title: dict[str, list[int]] = {}
         shared_tail: dict[str, list[int]] = {}
         shared_surname: dict[str, list[int]] = {}
-        deleted_keys: dict[tuple[str, str], int] = {}  # deleted pages still own their (source, slug)
+        deleted: dict[str, dict[str, int]] = {}  # slug -> source -> id: deleted pages still own their key
         sources: set[str] = set()
         derive = aliases is None
-        derived: list[tuple[Page, object]] = []  # (page, frontmatter aliases) of pages that have some
+        targets: dict[str, list[Page]] = {}  # alias norms with a second live target
         page_count = 0
+        count = 0
         for page in pages:
             page_count += 1
             source = page.source_id
             slug = page.slug
-            first = _key_owner(by_slug, deleted_keys, source, slug)
+            # setdefault: one probe of each big map per page, where get-then-set took two
+            held = by_slug.get(slug) if page.deleted else by_slug.setdefault(slug, page)
+            owner: Page | None = None
+            if held is not None and held is not page:
+                if isinstance(held, Page):
+                    if held.source_id == source:
+                        owner = held
+                else:
+                    owner = held.get(source)
+            first = owner.id if owner is not None else _deleted_owner(deleted, source, slug)
             if first is not None:
                 raise DuplicatePage(f"pages {first} and {page.id} share source_id {source!r} and slug {slug!r}")
             sources.add(source)
             if derive:
                 listed = page.frontmatter.get("aliases")
-                if listed is not None:
-                    derived.append((page, listed))
-            if page.deleted:
-                deleted_keys[(source, slug)] = page.id
-                continue
-            page_id = page.id
-            if page_id in by_id:
-                raise DuplicatePage(f"page id {page_id} is used twice")
-            by_id[page_id] = page
-            held = by_slug.get(slug)
-            if held is None:
-                by_slug[slug] = page
-            elif isinstance(held, Page):
-                by_slug[slug] = {held.source_id: held, source: page}
+                norms = _alias_norms(listed) if listed is not None else None
             else:
-                held[source] = page
+                norms = None
+            if page.deleted:
+                deleted.setdefault(slug, {})[source] = page.id
+                if norms is not None:
+                    count += len(norms)  # rows of a deleted page: counted, never live
+                continue
+            page_id: Any = page.id  # boxed once, shared by every map (see _add)
+            if by_id.setdefault(page_id, page) is not page:
+                raise DuplicatePage(f"page id {page_id} is used twice")
+            if held is not page:  # the slug is in another source too
+                if isinstance(held, Page):
+                    by_slug[slug] = {held.source_id: held, source: page}
+                elif held is not None:
+                    held[source] = page
             title_lc = page.title.lower()
             _add(title, title_lc, page_id, shared_title)
             cut = slug.rfind("/")
@@ -162,23 +175,17 @@ class BrainIndex:
                 space = title_lc.rfind(" ")
                 if space != -1:
                     _add(surname, title_lc[space + 1 :], page_id, shared_surname)
+            if norms is not None:
+                count += len(norms)
+                for norm in norms:
+                    self._add_alias(norm, page, targets)
         _settle(title, shared_title)
         _settle(tail, shared_tail)
         _settle(surname, shared_surname)
         self.page_count = page_count
         self.live_page_count = len(by_id)
 
-        targets: dict[str, list[Page]] = {}  # norms with a second live target
-        count = 0
-        if derive:
-            for page, listed in derived:
-                norms = normalize_alias_list(listed)
-                count += len(norms)
-                if not page.deleted:  # a deleted page's rows are stale: no live page owns its key
-                    for norm in norms:
-                        self._add_alias(norm, page, targets)
-        else:
-            assert aliases is not None
+        if aliases is not None:
             for row in aliases:
                 count += 1
                 sources.add(row.source_id)
@@ -314,20 +321,34 @@ class BrainIndex:
         return info
 
 
-def _key_owner(by_slug: dict[str, _BySlug], deleted: dict[tuple[str, str], int], source: str, slug: str) -> int | None:
-    """The id of an earlier page (live or deleted) with this ``(source, slug)``, if any."""
-    held = by_slug.get(slug)
-    if held is not None:
-        if isinstance(held, Page):
-            if held.source_id == source:
-                return held.id
-        else:
-            owner = held.get(source)
-            if owner is not None:
-                return owner.id
-    if deleted:
-        return deleted.get((source, slug))
-    return None
+def _deleted_owner(deleted: dict[str, dict[str, int]], source: str, slug: str) -> int | None:
+    """The id of an earlier deleted page with this ``(source, slug)``, if any."""
+    by_source = deleted.get(slug)
+    return by_source.get(source) if by_source is not None else None
+
+
+def _alias_norms(listed: object) -> list[str]:
+    """:func:`normalize_alias_list`, with a shortcut for the common alias: ASCII letters and digits
+    in words one space apart, whose norm is just its lowercase (NFKC, whitespace and wrapper rules
+    change nothing there)."""
+    if not isinstance(listed, list):
+        return normalize_alias_list(listed)
+    if len(listed) == 1:
+        norm = _alias_norm(listed[0])
+        return [norm] if norm else []
+    out: dict[str, None] = {}
+    for item in listed:
+        norm = _alias_norm(item)
+        if norm:
+            out.setdefault(norm, None)
+    return list(out)
+
+
+def _alias_norm(item: object) -> str:
+    if isinstance(item, str) and item.isascii() and item.replace(" ", "").isalnum() and item[0] != " " \
+            and item[-1] != " " and "  " not in item:
+        return item.lower()
+    return normalize_alias(item)
 
 
 def _source_and_slug(page: Page) -> tuple[str, str]:
