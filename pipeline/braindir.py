@@ -21,6 +21,7 @@ import orjson
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.pages import AliasRow, Page
+from pipeline.gcpause import collector_paused
 from pipeline.pagecheck import page_problem, refusal
 
 log = logging.getLogger(__name__)
@@ -199,6 +200,7 @@ def iter_brain_dir(path: str | Path, refused: list[str] | None = None) -> tuple[
 
 
 def load_brain_dir(path: str | Path) -> BrainIndex:
-    """Load and index a brain directory."""
-    pages, aliases = iter_brain_dir(path)
-    return BrainIndex.build(pages, aliases)
+    """Load and index a brain directory (collector paused: nothing it builds is cyclic garbage)."""
+    with collector_paused():
+        pages, aliases = iter_brain_dir(path)
+        return BrainIndex.build(pages, aliases)

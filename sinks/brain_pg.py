@@ -27,6 +27,7 @@ from psycopg import errors
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.pages import AliasRow, Page
+from pipeline.gcpause import collector_paused
 from sinks.db import ConnOrInfo, borrowed
 from sinks.schema import BRAIN_TRIGGERS, BRAIN_TRUNCATE_TRIGGER
 
@@ -104,6 +105,11 @@ def load_brain_snapshot(target: ConnOrInfo, source_ids: Sequence[str] | None = N
     ``source_ids`` limits the load to those sources (None = every source). A missing
     ``page_aliases`` table gives no alias rows; a missing ``pages`` table raises ``UndefinedTable``.
     """
+    with collector_paused():  # nothing the load builds is cyclic garbage (pipeline/gcpause.py)
+        return _load_brain_snapshot(target, source_ids)
+
+
+def _load_brain_snapshot(target: ConnOrInfo, source_ids: Sequence[str] | None) -> BrainSnapshot:
     started = time.perf_counter()
     scope = list(source_ids) if source_ids is not None else None
     where = "WHERE source_id = ANY(%s)" if scope is not None else ""
