@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from sys import intern
 from typing import Any, BinaryIO
 
 import orjson
@@ -136,8 +137,10 @@ def _plain_page(position: int, obj: dict[str, Any]) -> Page | None:
             if not isinstance(aliases, list | str):
                 return None
             frontmatter = {**frontmatter, "aliases": aliases}
-    return Page(page_id, slug, title, source or "default", kind if kind is not None else "person", body or "",
-                frontmatter, bool(deleted) or get("deleted_at") is not None)
+    # source and type repeat on every line: one shared string each instead of one per page
+    return Page(page_id, slug, title, intern(source) if source else "default",
+                intern(kind) if kind is not None else "person", body or "", frontmatter,
+                bool(deleted) or get("deleted_at") is not None)
 
 
 def iter_brain_dir(path: str | Path, refused: list[str] | None = None) -> tuple[list[Page], list[AliasRow] | None]:
