@@ -162,10 +162,34 @@ def _bounded(cache: dict[str, Any]) -> dict[str, Any]:
     return cache
 
 
+_TEXT_MEMO_MAX = 8192
+_TEXT_MEMO_CHARS = 1024
+_text_memo: dict[str, list[Candidate]] = {}
+
+
 def extract_candidates(text: object) -> list[Candidate]:
-    """Candidates of one turn: strong ones first (≤12), then weak lowercase (≤32), then CJK (≤24)."""
+    """Candidates of one turn: strong ones first (≤12), then weak lowercase (≤32), then CJK (≤24).
+
+    Memoised per text (texts up to 1,024 characters, 8,192 of them, then the memo starts over): chat
+    repeats itself ("ok", "thanks", templated bot turns), and the result depends on the text alone.
+    The list returned may be shared between calls, so callers never mutate it (none does: the window
+    keeps it as it is and the merge only reads it).
+    """
     if not isinstance(text, str) or not text:
         return []
+    if len(text) > _TEXT_MEMO_CHARS:
+        return _extract(text)
+    cands = _text_memo.get(text)
+    if cands is None:
+        cands = _extract(text)
+        if len(_text_memo) >= _TEXT_MEMO_MAX:
+            _text_memo.clear()
+        _text_memo[text] = cands
+    return cands
+
+
+def _extract(text: str) -> list[Candidate]:
+    """:func:`extract_candidates` without the memo."""
 
     # norm -> [sighting, seen_mid_sentence]; dict order is first-seen order (handles first).
     acc: dict[str, list[Any]] = {}
