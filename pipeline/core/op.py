@@ -7,6 +7,7 @@ call it, so they cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Final
 
 from pipeline.core.brain import BrainIndex
@@ -49,11 +50,14 @@ def decide(
     collapse_display: bool = True,
     tally: DecisionTally | None = None,
     resolvable: bool | None = None,
+    keep: AbstractSet[str] | None = None,
 ) -> list[VolunteeredPage]:
     """``volunteerContext`` over turns given as ``(role, cached candidates)``, oldest first.
 
     ``tally``, when given, counts candidates, pointers and drops (metrics); it never changes the result.
     ``resolvable``: the caller's :func:`could_resolve` of these turns, when it already knows it.
+    ``keep``: the norms of these turns that can matter (the union of their
+    :func:`~pipeline.core.resolve.turn_relevance`), so only those are merged and resolved.
     """
     if not turns or not source_ids:
         return []
@@ -63,10 +67,10 @@ def decide(
         if tally is not None:
             tally.record(merged_count(turns), (), exclude_slugs, ())
         return []
-    candidates = merge_window(turns)
+    candidates = merge_window(turns, keep)
     if not candidates:
         if tally is not None:
-            tally.record(0, (), exclude_slugs, ())
+            tally.record(0 if keep is None else merged_count(turns), (), exclude_slugs, ())
         return []
     pointers, by_norm = resolve_with_index(
         candidates,
@@ -78,7 +82,7 @@ def decide(
     )
     if not pointers:
         if tally is not None:
-            tally.record(len(candidates), (), exclude_slugs, ())
+            tally.record(len(candidates) if keep is None else merged_count(turns), (), exclude_slugs, ())
         return []
     pages = gate(
         pointers,
@@ -91,7 +95,7 @@ def decide(
         collapse_display=collapse_display,
     )
     if tally is not None:
-        tally.record(len(candidates), pointers, exclude_slugs, pages)
+        tally.record(len(candidates) if keep is None else merged_count(turns), pointers, exclude_slugs, pages)
     return pages
 
 
