@@ -99,6 +99,9 @@ def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool,
     the salience order, which matters only when the window has more candidates than the merge keeps;
     :func:`pipeline.core.window.merge_window` with ``keep`` checks that and merges everything then.
     """
+    memo = _relevance_memo.get(id(cands))
+    if memo is not None and memo[0] is cands and memo[1] is brain.token:
+        return memo[2], memo[3]
     alias = brain.alias_index
     query_info = brain.query_info
     odd = _odd_title_norms(brain)
@@ -116,7 +119,18 @@ def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool,
             keep.append(norm)
         elif norm in odd or brain.ids_with_title(norm):
             keep.append(norm)
-    return live, frozenset(keep)
+    relevant = frozenset(keep)
+    if len(_relevance_memo) >= _RELEVANCE_MEMO_MAX:
+        _relevance_memo.clear()
+    _relevance_memo[id(cands)] = (cands, brain.token, live, relevant)
+    return live, relevant
+
+
+_RELEVANCE_MEMO_MAX = 8192
+_relevance_memo: dict[int, tuple[Sequence[Candidate], object, bool, frozenset[str]]] = {}
+""":func:`turn_relevance` per candidate list (by identity: the entry keeps the list alive and a hit
+compares it), for the lists the text memo of :func:`~pipeline.core.extract.extract_candidates`
+hands to every turn of the same text."""
 
 
 def resolve(
