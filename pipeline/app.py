@@ -2,8 +2,9 @@
 
 ``StreamApp(settings, brain)`` declares everything; ``pipeline.worker.run_worker`` runs it. The app
 is built per process (no module-level singleton) so a test or the demo can build one with its own
-settings. On a ``tansu://`` broker the quirk handling of :mod:`pipeline.embedded.tansu_quirks` is
-switched on here and nowhere else.
+settings. Every patch of Faust, mode and aiokafka internals is installed here, by the one call to
+:func:`pipeline.compat.install` (the embedded broker's Faust transport among them); the Tansu
+configuration comes from :mod:`topics.tansu_client`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 
 import faust
 
-from pipeline.agents import edge, fastdrain, recovery_order, wiring
+from pipeline import compat
+from pipeline.agents import edge, wiring
 from pipeline.agents.answer_board import AnswerBoard
 from pipeline.agents.answers import register_views
 from pipeline.agents.brain_holder import BrainHolder
@@ -26,9 +28,9 @@ from pipeline.agents.sink import EventWriter
 from pipeline.agents.statecrypt import StateCipher, cipher_from
 from pipeline.agents.window_batch import WindowProcessor, decision_options
 from pipeline.core.session import DecisionOptions
-from pipeline.embedded import tansu_quirks
 from pipeline.settings import EMBEDDED_BROKER_SCHEME, Settings
 from pipeline.worker_metrics import WorkerMetrics
+from topics import tansu_client
 from topics.clients import faust_credentials
 from topics.definitions import RAW
 
@@ -54,8 +56,6 @@ class StreamApp:
         self.partitions = partitions or settings.topic_partitions
         self.counters = Counters()
         self.started_monotonic = time.monotonic()
-        if settings.broker_is_embedded:
-            tansu_quirks.install()
         datadir = Path(settings.data_dir) / settings.app_id
         datadir.parent.mkdir(parents=True, exist_ok=True)
         conf: dict[str, Any] = {
@@ -91,12 +91,9 @@ class StreamApp:
         credentials = faust_credentials(settings)
         if credentials is not None:
             conf["broker_credentials"] = credentials
-        conf.update(tansu_quirks.faust_settings(settings))
+        conf.update(tansu_client.faust_settings(settings))
         self.app = faust.App(settings.app_id, **conf)
-        tansu_quirks.check_app(self.app)
-        recovery_order.install()  # no records dropped at the end of a table recovery (faust #596)
-        # records reach the streams a fetch at a time (needs recovery_order)
-        fastdrain.install(self.app, pause_s=settings.fetch_pause_ms / 1000)
+        compat.install(self.app, settings)  # every patch of third-party internals (pipeline/compat)
 
         self.turns_topic = self._topic(settings.topic_turns)
         self.volunteered_topic = self._topic(settings.topic_volunteered)

@@ -19,10 +19,10 @@ from typing import Any
 import psycopg
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from pipeline.embedded import tansu_quirks
 from pipeline.masking import mask
 from pipeline.settings import Settings
 from sinks.db import redact
+from topics import tansu_client
 from topics.clients import make_admin, make_consumer
 from topics.definitions import topic_specs
 
@@ -78,7 +78,7 @@ async def _broker_checks(settings: Settings, group: str, max_lag: int, timeout: 
                 _not_checked("topics", "broker unreachable"), _not_checked("lag", "broker unreachable")]
     checks: list[Check] = []
     try:
-        brokers = len(consumer._client.cluster.brokers())
+        brokers = len(tansu_client.consumer_client(consumer).cluster.brokers())
         checks.append(Check("broker", OK, f"{where} ({kind}): {brokers} broker{'s' if brokers != 1 else ''}",
                             data={"url": where, "brokers": brokers, "embedded": settings.broker_is_embedded}))
         specs = topic_specs(settings).all()
@@ -120,9 +120,9 @@ async def _lag_check(settings: Settings, group: str, max_lag: int, timeout: floa
     admin = make_admin(settings)
     try:
         await asyncio.wait_for(admin.start(), timeout)
-        committed = await asyncio.wait_for(tansu_quirks.committed_offsets(admin, group, tps), timeout)
+        committed = await asyncio.wait_for(tansu_client.committed_offsets(admin, group, tps), timeout)
         members, state = await _group_members(admin, group, timeout)
-        ends = await asyncio.wait_for(tansu_quirks.end_offsets(consumer, tps, settings.broker_is_embedded), timeout)
+        ends = await asyncio.wait_for(tansu_client.end_offsets(consumer, tps, settings.broker_is_embedded), timeout)
         never = [tp for tp in tps if committed.get(tp, -1) < 0]
         starts = await asyncio.wait_for(consumer.beginning_offsets(never), timeout) if never else {}
     except Exception as exc:

@@ -17,7 +17,8 @@ MAX_PORT = 65535
 EMBEDDED_BROKER_SCHEME = "tansu"
 """A broker URL with this scheme names the embedded Tansu broker (``tansu://127.0.0.1:PORT``).
 
-Only such a URL switches on the quirk handling in :mod:`pipeline.embedded.tansu_quirks`.
+Only such a URL switches on the quirk handling (:mod:`topics.tansu_client` for the plain clients, the
+``tansu://`` Faust transport of :mod:`pipeline.compat.tansu_transport` for the worker).
 """
 
 

@@ -125,11 +125,12 @@ def build_worker(settings: Settings, *, brain_dir: str | Path | None = None, opt
     brain = load_worker_brain(settings, brain_dir)
     gc.freeze()  # the brain (and the imported code) lives as long as the worker: keep it out of full collections
     from pipeline.agents.edge import EdgeSetupError
+    from pipeline.compat import CompatError
 
     try:
         stream_app = StreamApp(settings, brain, options=options, partitions=partitions, web_enabled=web_enabled,
                                web_port=web_port, state_cipher=cipher)
-    except EdgeSetupError as exc:
+    except (EdgeSetupError, CompatError) as exc:  # CompatError: a patch's target changed (pipeline/compat)
         raise WorkerSetupError(str(exc)) from None
     serve_metrics(stream_app)
     return stream_app

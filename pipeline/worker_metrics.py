@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.exposition import start_http_server
 
 from pipeline.core.tally import DecisionTally
+from pipeline.internals import internals
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -233,7 +234,7 @@ class _WorkerCollector:
                                 "confirmed current (poll or load); grows while refreshes fail.",
                                 value=max(0.0, now - brain.checked_at))
         yield _counter("volunteer_brain_reloads", "Brain reloads after a change in PostgreSQL.", brain.reloads)
-        store = getattr(app.table, "_data", None)  # not ``.data``: that would create the store from this thread
+        store = internals().created_store(app.table)  # not ``.data``: that would create the store from this thread
         try:
             sessions = len(store) if store is not None else 0
         except Exception:  # mid-recovery
@@ -255,7 +256,8 @@ def consumer_lag(app: AgentContext) -> list[tuple[str, int, int]]:
     embedded broker too (unlike ListOffsets, quirk 3); a partition not fetched yet is left out. Before
     the group's first commit on a partition the committed offset counts as 0.
     """
-    consumer: Any = getattr(app.app, "_consumer", None)
+    access = internals()
+    consumer: Any = access.created_consumer(app.app)
     if consumer is None:
         return []
     settings = app.settings
@@ -264,7 +266,7 @@ def consumer_lag(app: AgentContext) -> list[tuple[str, int, int]]:
         assigned = [tp for tp in consumer.assignment() if tp.topic in topics]
     except Exception:  # not started, or mid-rebalance
         return []
-    committed: dict[Any, int | None] = dict(getattr(consumer, "_committed_offset", {}))
+    committed = access.committed_offsets(consumer)
     out = []
     for tp in sorted(assigned):
         try:

@@ -13,8 +13,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.helpers import create_ssl_context
 
-from pipeline.embedded import tansu_quirks
 from pipeline.settings import Settings
+from topics import tansu_client
 
 
 def ssl_context(settings: Settings) -> ssl.SSLContext | None:
@@ -46,7 +46,7 @@ def make_producer(settings: Settings, **overrides: Any) -> AIOKafkaProducer:
     """A producer (not started). Defaults favour throughput: small linger, batching."""
     kwargs: dict[str, Any] = {"linger_ms": 5, "max_batch_size": 256 * 1024, "acks": 1}
     kwargs.update(connection_kwargs(settings))
-    kwargs.update(tansu_quirks.producer_kwargs(settings.broker_is_embedded))
+    kwargs.update(tansu_client.producer_kwargs(settings.broker_is_embedded))
     kwargs.update(overrides)
     return AIOKafkaProducer(**kwargs)
 
@@ -59,7 +59,7 @@ def make_consumer(settings: Settings, *topics: str, **overrides: Any) -> AIOKafk
     """
     kwargs: dict[str, Any] = {"enable_auto_commit": False, "auto_offset_reset": "earliest"}
     kwargs.update(connection_kwargs(settings))
-    kwargs.update(tansu_quirks.consumer_kwargs(settings.broker_is_embedded))
+    kwargs.update(tansu_client.consumer_kwargs(settings.broker_is_embedded))
     kwargs.update(overrides)
     return AIOKafkaConsumer(*topics, **kwargs)
 
@@ -67,7 +67,7 @@ def make_consumer(settings: Settings, *topics: str, **overrides: Any) -> AIOKafk
 async def start_consumer(consumer: AIOKafkaConsumer, settings: Settings) -> AIOKafkaConsumer:
     await consumer.start()
     if settings.broker_is_embedded:
-        tansu_quirks.fix_leave_group(consumer)
+        tansu_client.fix_leave_group(consumer)
     return consumer
 
 

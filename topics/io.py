@@ -2,7 +2,7 @@
 
 Reading uses explicit partition assignment (no consumer group): a reader never joins the workers'
 group, never commits, and "from the end" means the true log end, also on the embedded broker
-(quirk 3, :func:`pipeline.embedded.tansu_quirks.end_offsets`).
+(quirk 3, :func:`pipeline.embedded.tansu_client.end_offsets`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from pipeline.embedded import tansu_quirks
 from pipeline.settings import Settings
+from topics import tansu_client
 from topics.clients import make_consumer, make_producer
 from topics.records import Turn
 
@@ -87,7 +87,7 @@ class TopicReader:
             if self.from_beginning:
                 await consumer.seek_to_beginning(*self.partitions)
             else:
-                ends = await tansu_quirks.end_offsets(consumer, self.partitions, self.settings.broker_is_embedded)
+                ends = await tansu_client.end_offsets(consumer, self.partitions, self.settings.broker_is_embedded)
                 for tp in self.partitions:
                     consumer.seek(tp, ends[tp])
         except BaseException:

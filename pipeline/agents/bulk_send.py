@@ -12,7 +12,10 @@ goes where aiokafka's own partitioner sends its key (the same function, the same
 a record without key and partition goes to a random available partition. Per partition, records
 keep their order. The wait raises if any batch fails, like gathering the per-record futures did.
 
-A producer that is not Faust's aiokafka one (or lacks a part used here) gets the per-record path.
+The aiokafka internals this needs (the producer inside Faust's, its partitioner, the metadata
+wait) are read through :func:`pipeline.internals.internals`, which the app's start-up fills in
+(:mod:`pipeline.compat.faust_internals`; a missing part is a :class:`~pipeline.internals.CompatError`).
+A producer that is not Faust's aiokafka one (a stand-in in a unit test) gets the per-record path.
 """
 
 from __future__ import annotations
@@ -21,17 +24,12 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+from faust.transport.drivers import aiokafka as faust_aiokafka
+
+from pipeline.internals import internals
+
 Record = tuple[str, bytes | None, bytes | None, int | None]
 """(topic, key, value, partition or None)"""
-
-
-def _aiokafka_producer(faust_producer: Any) -> Any | None:
-    ensure = getattr(faust_producer, "_ensure_producer", None)
-    if ensure is None:
-        return None
-    producer = ensure()
-    needed = ("create_batch", "send_batch", "client", "_partitioner")
-    return producer if all(hasattr(producer, name) for name in needed) else None
 
 
 async def _send_one_by_one(faust_producer: Any, records: Iterable[Record]) -> None:
@@ -43,21 +41,19 @@ async def _send_one_by_one(faust_producer: Any, records: Iterable[Record]) -> No
 
 async def send_all(faust_producer: Any, records: Iterable[Record]) -> None:
     """Send ``records`` and return once the broker has every one (raises on a send failure)."""
-    producer = _aiokafka_producer(faust_producer)
-    if producer is None:
+    if not isinstance(faust_producer, faust_aiokafka.Producer):
         await _send_one_by_one(faust_producer, records)
         return
+    access = internals()
+    producer = access.batch_producer(faust_producer)
     grouped: dict[tuple[str, int], list[tuple[bytes | None, bytes | None]]] = {}
     partitions_of: dict[str, tuple[list[int], list[int]]] = {}
-    partitioner = producer._partitioner
+    partitioner = access.partitioner(producer)
     for topic, key, value, partition in records:
         if partition is None:
             known = partitions_of.get(topic)
             if known is None:
-                await producer.client._wait_on_metadata(topic)
-                cluster = producer.client.cluster
-                known = partitions_of[topic] = (sorted(cluster.partitions_for_topic(topic)),
-                                                list(cluster.available_partitions_for_topic(topic)))
+                known = partitions_of[topic] = await access.partitions(producer, topic)
             partition = partitioner(key, known[0], known[1])
         grouped.setdefault((topic, partition), []).append((key, value))
     if not grouped:

@@ -66,7 +66,7 @@ def readiness(ctx: AgentContext) -> Readiness:
 
     app: Any = ctx.app
     owned = ctx.assigned_partitions(ctx.settings.topic_turns)
-    recovering = bool(getattr(app, "rebalancing", False) or getattr(app, "in_recovery", False))
+    recovering = bool(app.rebalancing or app.in_recovery)
     lag = sum(value for _, _, value in consumer_lag(ctx))
     index = ctx.brain.index
     pages = None if index is None else int(index.live_page_count)

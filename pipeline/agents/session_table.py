@@ -28,6 +28,7 @@ import faust
 from pipeline.agents.bulk_send import send_all
 from pipeline.agents.statecrypt import SealedStateError, StateCipher
 from pipeline.core.session import SessionState
+from pipeline.internals import internals
 
 _HEADER = struct.Struct(">BHqq")  # version, partition, offset, last activity ms
 HEADER_SIZE = _HEADER.size
@@ -186,10 +187,10 @@ class SessionTable(faust.Table[bytes, bytes]):
         if not items:
             return
         store = self.data
-        tracked = getattr(store, "_key_partition", None)
+        tracked = internals().key_partitions(store)
         for key, value, partition in items:
             store[key] = value
-            if isinstance(tracked, dict):
+            if tracked is not None:
                 tracked[key] = partition
         topic = self.changelog_topic.get_topic_name()
         await send_all(self.app.producer, [(topic, key, value, partition) for key, value, partition in items])
@@ -200,13 +201,14 @@ class SessionTable(faust.Table[bytes, bytes]):
             del self[key]
         finally:
             self._explicit_partition = None
-        tracked = getattr(self.data, "_key_partition", None)
-        if isinstance(tracked, dict):
+        tracked = internals().key_partitions(self.data)
+        if tracked is not None:
             tracked.pop(key, None)
 
     def _track(self, key: bytes, partition: int) -> None:
         # The memory store forgets keys of revoked partitions after a rebalance only if it knows
-        # their partition; it learns that from recovery, so tell it about locally written keys too.
-        tracked = getattr(self.data, "_key_partition", None)
-        if isinstance(tracked, dict):
+        # their partition; it learns that from recovery, so tell it about locally written keys too
+        # (the store's private map, read through pipeline.internals).
+        tracked = internals().key_partitions(self.data)
+        if tracked is not None:
             tracked[key] = partition

@@ -175,7 +175,7 @@ class VolunteeredConsumer:
                              resume_committed: bool = True) -> None:
         """Resolve each partition's start now. ``latest`` uses the true log end (on the embedded
         broker ListOffsets answers too early, which would replay old pages)."""
-        from pipeline.embedded import tansu_quirks
+        from topics import tansu_client
 
         fresh = set(tps)
         if resume_committed:  # group mode: partitions with a committed offset resume there
@@ -187,7 +187,7 @@ class VolunteeredConsumer:
         if self.start_mode == "earliest":
             await consumer.seek_to_beginning(*fresh)
         else:
-            ends = await tansu_quirks.end_offsets(consumer, fresh, self.settings.broker_is_embedded)
+            ends = await tansu_client.end_offsets(consumer, fresh, self.settings.broker_is_embedded)
             for tp, end in ends.items():
                 consumer.seek(tp, end)
         for tp in fresh:
@@ -243,12 +243,12 @@ class VolunteeredConsumer:
         """
         consumer = self._require()
         self._finish_in_hand()
-        from pipeline.embedded import tansu_quirks
+        from topics import tansu_client
 
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         tps = set(consumer.assignment())
-        ends = await tansu_quirks.end_offsets(consumer, tps, self.settings.broker_is_embedded) if tps else {}
+        ends = await tansu_client.end_offsets(consumer, tps, self.settings.broker_is_embedded) if tps else {}
         taken: list[_Entry] = []
         while True:
             # Hand over buffered entries below the end snapshot; later ones stay for the iterator.

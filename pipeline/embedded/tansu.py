@@ -3,7 +3,8 @@
 Why: this machine kind has no Docker and no way to install Kafka or Redpanda, yet the pipeline,
 ``volunteer up``/``demo`` and the integration tests need a real broker. Tansu starts in ~65 ms, so
 tests can afford a fresh one per module. Its URL uses the ``tansu://`` scheme, which is what
-switches on :mod:`pipeline.embedded.tansu_quirks` everywhere else.
+switches on the work-arounds of docs/streaming.md everywhere else (:mod:`topics.tansu_client`
+for the plain clients, :mod:`pipeline.compat.tansu_transport` for the worker's Faust consumer).
 """
 
 from __future__ import annotations

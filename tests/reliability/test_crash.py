@@ -164,7 +164,7 @@ def test_long_crash_run(worker_count: int, module_broker_url: str, migrated_data
 def test_long_crash_run_with_a_backlog(worker_count: int, module_broker_url: str, migrated_database_url: str,
                                        conformance_brain: BrainIndex, workers: Workers) -> None:
     """The same, produced faster than the workers keep up: every restart meets a backlog, so the inline
-    drain (agents/fastdrain.py) hands whole fetches over and window batches run to hundreds of turns,
+    drain (compat/fastdrain.py) hands whole fetches over and window batches run to hundreds of turns,
     the conditions under which a delivery race once lost rows (docs/performance.md)."""
     outcome = crash_outcome(module_broker_url, migrated_database_url, conformance_brain, workers, turns=50_000,
                             plan=CrashPlan(workers=worker_count, kills=8, seed=31_337 + worker_count),

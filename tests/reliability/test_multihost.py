@@ -43,7 +43,7 @@ from topics.definitions import ensure_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 
-SESSION_TIMEOUT_S = 3.0  # the group session timeout on the embedded broker (tansu_quirks)
+SESSION_TIMEOUT_S = 3.0  # the group session timeout on the embedded broker (topics/tansu_client.py)
 HOSTS = ["db", "w1", "w2", "w3", "client"]
 
 

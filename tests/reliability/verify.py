@@ -24,7 +24,6 @@ from aiokafka import TopicPartition
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions
-from pipeline.embedded.tansu_quirks import committed_offsets, end_offsets
 from pipeline.replay import replay_lines
 from pipeline.settings import Settings
 from tests.integration.stream.harness import run
@@ -32,6 +31,7 @@ from tests.reliability.workload import Workload
 from topics.clients import make_admin, make_consumer
 from topics.io import read_all
 from topics.records import Volunteered, event_id_for, rfc3339_ms
+from topics.tansu_client import committed_offsets, end_offsets
 
 Identity = tuple[str, str, str, int, str]  # source_id, channel, session_id, turn, slug
 

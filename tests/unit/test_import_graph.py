@@ -143,16 +143,26 @@ FORBIDDEN: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
 EMBEDDED_USERS = ("pipeline.cli", "pipeline.app", "pipeline.worker", "pipeline.embedded")
 """Who may import :mod:`pipeline.embedded` (the broker and database starters); tests may too."""
 
-ALLOWED: set[tuple[str, str]] = {
-    # Known, left for issue 14 item 2 ("one compatibility layer"): the Tansu quirk handling is a
-    # patch of third-party behaviour living in embedded/, and the broker clients apply it. It moves
-    # into compat/ with that item; then these four entries go.
-    ("topics.clients", "pipeline.embedded.tansu_quirks"),  # client kwargs, leave-group fix
-    ("topics.io", "pipeline.embedded.tansu_quirks"),  # end offsets (quirk 3)
-    ("pipeline.client.consumer", "pipeline.embedded.tansu_quirks"),  # end offsets (quirk 3)
-    ("pipeline.doctor", "pipeline.embedded.tansu_quirks"),  # committed and end offsets
-}
-"""Forbidden arrows that exist today and are left for later, each with its reason (visible, not silent)."""
+COMPAT_USERS = ("pipeline.app", "pipeline.worker", "pipeline.embedded", "pipeline.compat")
+"""Who may import :mod:`pipeline.compat` (every patch of third-party internals): the app's start-up
+installs it, embedded may use it; nothing else may depend on a patch directly."""
+
+RESTRICTED: list[tuple[str, str, tuple[str, ...]]] = [
+    # (what it is, the restricted package, the only modules that may import it)
+    ("embedded is for cli, the start-up and tests", "pipeline.embedded", EMBEDDED_USERS),
+    ("compat is for the start-up and embedded", "pipeline.compat", COMPAT_USERS),
+]
+
+
+def _violations(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for rule, importers, imported in FORBIDDEN:
+        bad += [f"{rule}: {src} -> {dst}" for src, targets in graph.items() if _in(src, *importers)
+                for dst in sorted(targets) if _in(dst, *imported)]
+    for rule, package, users in RESTRICTED:
+        bad += [f"{rule}: {src} -> {dst}" for src, targets in graph.items() if not _in(src, *users)
+                for dst in sorted(targets) if _in(dst, package)]
+    return sorted(bad)
 
 
 def test_the_package_has_no_import_cycle() -> None:
@@ -165,20 +175,31 @@ def test_the_package_has_no_import_cycle() -> None:
 def test_the_core_imports_nothing_outside_the_core() -> None:
     graph = _graph()
     bad = sorted((src, dst) for src, targets in graph.items() if _in(src, "pipeline.core")
-                 for dst in targets if not _in(dst, "pipeline.core") and (src, dst) not in ALLOWED)
+                 for dst in targets if not _in(dst, "pipeline.core"))
     assert not bad, f"the core must stay pure: {bad}"
 
 
 def test_no_arrow_runs_back_up() -> None:
-    graph = _graph()
-    bad = []
-    for rule, importers, imported in FORBIDDEN:
-        bad += [f"{rule}: {src} -> {dst}" for src, targets in graph.items() if _in(src, *importers)
-                for dst in sorted(targets) if _in(dst, *imported) and (src, dst) not in ALLOWED]
-    bad += [f"embedded is for cli, the start-up and tests: {src} -> {dst}" for src, targets in graph.items()
-            if not _in(src, *EMBEDDED_USERS) for dst in sorted(targets)
-            if _in(dst, "pipeline.embedded") and (src, dst) not in ALLOWED]
-    assert not bad, "\n".join(sorted(bad))
+    bad = _violations(_graph())
+    assert not bad, "\n".join(bad)
+
+
+def test_the_checker_reports_each_kind_of_forbidden_arrow() -> None:
+    graph = {
+        "topics.clients": {"pipeline.embedded.tansu", "pipeline.compat.fastdrain"},
+        "pipeline.agents.sink": {"pipeline.compat"},
+        "pipeline.app": {"pipeline.compat", "pipeline.embedded.tansu"},
+        "pipeline.embedded.tansu": {"pipeline.compat.versions"},
+        "pipeline.cli.up": {"pipeline.embedded.tansu", "pipeline.compat"},
+        "sinks.db": {"pipeline.agents.context"},
+    }
+    assert _violations(graph) == [
+        "compat is for the start-up and embedded: pipeline.agents.sink -> pipeline.compat",
+        "compat is for the start-up and embedded: pipeline.cli.up -> pipeline.compat",
+        "compat is for the start-up and embedded: topics.clients -> pipeline.compat.fastdrain",
+        "embedded is for cli, the start-up and tests: topics.clients -> pipeline.embedded.tansu",
+        "sinks must not import agents: sinks.db -> pipeline.agents.context",
+    ]
 
 
 def test_the_checker_sees_late_and_type_checking_imports(tmp_path: Path) -> None:

@@ -8,11 +8,13 @@ from collections.abc import Sequence
 
 import faust
 import pytest
+from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from pipeline.agents.bulk_send import Record, _send_one_by_one, send_all
-from pipeline.embedded import tansu_quirks
+from pipeline.compat import faust_internals, tansu_transport
 from tests.integration.stream.harness import run
 from tests.services.broker import TestNames, settings_for
+from topics import tansu_client
 from topics.clients import make_admin
 from topics.io import read_all
 
@@ -33,7 +35,8 @@ def workload(topic: str) -> list[Record]:
 
 async def produce_and_read(broker: str, names: TestNames) -> dict[str, list[tuple[int, bytes | None, bytes]]]:
     settings = settings_for(broker, names, topic_partitions=PARTITIONS)
-    tansu_quirks.install()
+    tansu_transport.install()
+    faust_internals.install()  # the producer internals send_all reads (the app's start-up does this)
     bulk, single = names.topic("bulk"), names.topic("single")
     admin = make_admin(settings)
     await admin.start()
@@ -43,8 +46,9 @@ async def produce_and_read(broker: str, names: TestNames) -> dict[str, list[tupl
         await admin.create_topics([NewTopic(bulk, PARTITIONS, 1), NewTopic(single, PARTITIONS, 1)])
     finally:
         await admin.close()
-    app = faust.App(names.app_id, broker=settings.broker, **tansu_quirks.faust_settings(settings))
+    app = faust.App(names.app_id, broker=settings.broker, **tansu_client.faust_settings(settings))
     producer = app.producer
+    assert isinstance(producer, faust_aiokafka.Producer)  # so send_all takes the batch path, not per record
     await producer.start()
     try:
         await send_all(producer, workload(bulk))

@@ -12,7 +12,6 @@ from aiokafka import TopicPartition
 from pipeline.braindir import load_brain_dir
 from pipeline.core.session import DecisionOptions
 from pipeline.embedded.postgres import EmbeddedPostgres
-from pipeline.embedded.tansu_quirks import committed_offsets
 from pipeline.replay import replay_lines
 from pipeline.settings import Settings
 from sinks.schema import migrate
@@ -23,6 +22,7 @@ from topics.clients import make_admin
 from topics.definitions import ensure_topics
 from topics.io import produce_turns
 from topics.records import Turn, decode_turn
+from topics.tansu_client import committed_offsets
 
 pytestmark = pytest.mark.integration
 

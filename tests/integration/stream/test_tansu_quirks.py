@@ -17,9 +17,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from pipeline.embedded import tansu_quirks
+from pipeline import internals
+from pipeline.compat import tansu_transport
+from pipeline.compat.versions import check_versions
 from pipeline.embedded.tansu import EmbeddedBroker
 from pipeline.settings import load_settings
+from topics import tansu_client
 from topics.clients import make_consumer, make_producer, start_consumer
 
 pytestmark = pytest.mark.integration
@@ -60,25 +63,25 @@ async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def test_pinned_versions_are_installed() -> None:
-    tansu_quirks.check_versions()
+    check_versions()
 
 
 def test_version_drift_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tansu_quirks.metadata, "version", lambda dist: "99.0.0")
-    with pytest.raises(tansu_quirks.QuirkVersionError, match="faust-streaming"):
-        tansu_quirks.check_versions()
+    monkeypatch.setattr(internals.metadata, "version", lambda dist: "99.0.0")
+    with pytest.raises(internals.CompatError, match=r"faust-streaming 99.0.0 \(expected 0.15.3\)"):
+        check_versions()
 
 
 def test_tansu_scheme_selects_fixed_transport_and_kafka_stays_stock() -> None:
-    tansu_quirks.install()
+    tansu_transport.install()
     from faust.transport import by_url
     from faust.transport.drivers import aiokafka as stock
 
-    assert by_url("tansu://127.0.0.1:9092") is tansu_quirks.TansuTransport
+    assert by_url("tansu://127.0.0.1:9092") is tansu_transport.TansuTransport
     assert by_url("kafka://127.0.0.1:9092") is stock.Transport
-    assert tansu_quirks.consumer_kwargs(False) == {}
-    assert tansu_quirks.producer_kwargs(False) == {}
-    assert tansu_quirks.faust_settings(load_settings(broker="kafka://127.0.0.1:9092")) == {}
+    assert tansu_client.consumer_kwargs(False) == {}
+    assert tansu_client.producer_kwargs(False) == {}
+    assert tansu_client.faust_settings(load_settings(broker="kafka://127.0.0.1:9092")) == {}
 
 
 # ----------------------------------------------------------------------------- quirk 1
@@ -86,10 +89,10 @@ def test_tansu_scheme_selects_fixed_transport_and_kafka_stays_stock() -> None:
 
 def test_quirk1_settings_shorten_the_join() -> None:
     embedded = load_settings(broker="tansu://127.0.0.1:9092")
-    conf = tansu_quirks.faust_settings(embedded)
-    assert conf["broker_session_timeout"] == tansu_quirks.SESSION_TIMEOUT_S == 3.0
+    conf = tansu_client.faust_settings(embedded)
+    assert conf["broker_session_timeout"] == tansu_client.SESSION_TIMEOUT_S == 3.0
     assert conf["broker_heartbeat_interval"] == 1.0
-    assert tansu_quirks.consumer_kwargs(True)["session_timeout_ms"] == 3000
+    assert tansu_client.consumer_kwargs(True)["session_timeout_ms"] == 3000
 
 
 @pytest.mark.long
@@ -99,7 +102,7 @@ def test_quirk1_join_is_held_for_half_the_session_timeout(embedded_broker: Embed
                                     session_timeout_ms=session_ms, heartbeat_interval_ms=1000)
         started = time.monotonic()
         await consumer.start()
-        tansu_quirks.fix_leave_group(consumer)
+        tansu_client.fix_leave_group(consumer)
         try:
             while not consumer.assignment():
                 await asyncio.sleep(0.02)
@@ -120,7 +123,7 @@ async def _group_state_after_stop(bootstrap: str, group: str, fix: bool) -> tupl
                                 heartbeat_interval_ms=1000, enable_auto_commit=False)
     await consumer.start()
     if fix:
-        tansu_quirks.fix_leave_group(consumer)
+        tansu_client.fix_leave_group(consumer)
     while not consumer.assignment():
         await asyncio.sleep(0.02)
     assert consumer._coordinator.generation == 0  # Tansu's first generation
@@ -157,7 +160,7 @@ def test_quirk3_list_offsets_is_wrong_and_fetch_highwater_is_right(embedded_brok
         try:
             tp0, tp1 = TopicPartition("q3", 0), TopicPartition("q3", 1)
             listed = await consumer.end_offsets([tp0])
-            fixed = await tansu_quirks.end_offsets(consumer, [tp0, tp1], embedded=True)
+            fixed = await tansu_client.end_offsets(consumer, [tp0, tp1], embedded=True)
             return 30, listed[tp0], fixed
         finally:
             await consumer.stop()
@@ -169,14 +172,14 @@ def test_quirk3_list_offsets_is_wrong_and_fetch_highwater_is_right(embedded_brok
 
 def test_quirk3_faust_highwaters_use_the_probe(embedded_broker: EmbeddedBroker) -> None:
     """Faust's table recovery asks ``_highwaters``; the Tansu consumer thread answers with the log end."""
-    tansu_quirks.install()
+    tansu_transport.install()
 
     async def scenario() -> dict[Any, int]:
         await create_topic(embedded_broker.bootstrap, "q3f", 1)
         await produce_batches(embedded_broker.bootstrap, "q3f", batches=4, per_batch=5)
         app = faust.App("q3f", broker=embedded_broker.url, web_enabled=False)
         thread = app.consumer._thread
-        assert isinstance(thread, tansu_quirks.TansuConsumerThread)
+        assert isinstance(thread, tansu_transport.TansuConsumerThread)
         consumer = AIOKafkaConsumer(bootstrap_servers=embedded_broker.bootstrap)
         await consumer.start()
         thread._consumer = consumer  # the started consumer Faust's thread would own
@@ -206,7 +209,7 @@ def test_quirk4_new_records_do_not_end_a_waiting_fetch(embedded_broker: Embedded
         try:
             tps = [TopicPartition("q4", 0), TopicPartition("q4", 1)]
             consumer.assign(tps)
-            ends = await tansu_quirks.end_offsets(consumer, tps, embedded=True)
+            ends = await tansu_client.end_offsets(consumer, tps, embedded=True)
             for tp in tps:
                 consumer.seek(tp, ends[tp])
             fetching = asyncio.ensure_future(consumer.getmany(timeout_ms=10_000))
@@ -226,16 +229,16 @@ def test_quirk4_new_records_do_not_end_a_waiting_fetch(embedded_broker: Embedded
 
 
 def test_quirk4_worker_consumer_gets_short_fetch_wait(embedded_broker: EmbeddedBroker) -> None:
-    tansu_quirks.install()
+    tansu_transport.install()
 
     async def scenario() -> tuple[int, int, int]:
         app = faust.App("q4w", broker=embedded_broker.url, web_enabled=False,
-                        **tansu_quirks.faust_settings(load_settings(broker=embedded_broker.url)))
+                        **tansu_client.faust_settings(load_settings(broker=embedded_broker.url)))
         thread = app.consumer._thread
         consumer = thread._create_worker_consumer(app.transport)
         return consumer._fetch_max_wait_ms, consumer._session_timeout_ms, consumer._heartbeat_interval_ms
 
-    assert run(scenario()) == (tansu_quirks.FETCH_MAX_WAIT_MS, 3000, 1000)
+    assert run(scenario()) == (tansu_client.FETCH_MAX_WAIT_MS, 3000, 1000)
 
 
 # ----------------------------------------------------------------------------- quirk 5
@@ -269,9 +272,9 @@ def test_quirk5_idempotent_producer_fails_and_ours_is_not_idempotent(embedded_br
 
 def test_quirk5_exactly_once_app_is_refused() -> None:
     app = faust.App("q5", broker="tansu://127.0.0.1:9092", processing_guarantee="exactly_once")
-    with pytest.raises(tansu_quirks.QuirkVersionError, match="exactly-once"):
-        tansu_quirks.check_app(app)
-    tansu_quirks.check_app(faust.App("q5k", broker="kafka://127.0.0.1:9092", processing_guarantee="exactly_once"))
+    with pytest.raises(internals.CompatError, match="exactly-once"):
+        tansu_transport.check_app(app)
+    tansu_transport.check_app(faust.App("q5k", broker="kafka://127.0.0.1:9092", processing_guarantee="exactly_once"))
 
 
 # ----------------------------------------------------------------------------- quirk 6
@@ -297,7 +300,7 @@ def test_quirk6_group_offsets_need_explicit_partitions(embedded_broker: Embedded
         await admin.start()
         try:
             if explicit:
-                return await tansu_quirks.committed_offsets(
+                return await tansu_client.committed_offsets(
                     admin, "q6-group", [TopicPartition("q6", 0), TopicPartition("q6", 1)])
             answer = await admin.list_consumer_group_offsets("q6-group")
             return {tp: meta.offset for tp, meta in answer.items()}

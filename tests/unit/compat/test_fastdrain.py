@@ -1,4 +1,4 @@
-"""The inline delivery helpers of pipeline.agents.fastdrain: a callback runs to the end in place when
+"""The inline delivery helpers of pipeline.compat.fastdrain: a callback runs to the end in place when
 it does not wait, and is resumed exactly like a Task would resume it when it does."""
 
 from __future__ import annotations
@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import faust
 import pytest
+from faust.transport import consumer as faust_consumer
 
-from pipeline.agents import fastdrain
+from pipeline.compat import fastdrain, recovery_order
+from pipeline.internals import CompatError
 
 
 def run(coro: Any) -> Any:
@@ -107,31 +110,32 @@ def test_cancelling_the_driver_cancels_the_blocked_callback() -> None:
     assert run(main()) == ["cancelled"]
 
 
-def test_a_consumer_missing_a_needed_part_keeps_its_own_loop() -> None:
-    class Bare:
-        pass
-
-    consumer = Bare()
-    assert fastdrain.patch_consumer(consumer) is False
-    assert not hasattr(consumer, "_drain_messages")
-
-
-def test_install_patches_the_consumer_the_app_creates() -> None:
-    class Consumer:
-        pass
-
-    for name in fastdrain._NEEDED:
-        setattr(Consumer, name, None)
-
-    class App:
-        def _new_consumer(self) -> Consumer:
-            return Consumer()
-
-    app = App()
+def test_install_patches_the_consumer_a_real_faust_app_creates() -> None:
+    recovery_order.install()
+    app = faust.App("fastdrain-unit", broker="kafka://127.0.0.1:1")  # never connects: nothing starts
     fastdrain.install(app, pause_s=0.005)
-    consumer = app._new_consumer()
-    assert consumer._drain_messages.__func__ is fastdrain.drain_messages  # type: ignore[attr-defined]
+    consumer: Any = app.consumer
+    assert consumer._drain_messages.__func__ is fastdrain.drain_messages
     assert getattr(consumer, fastdrain.PAUSE_ATTR) == 0.005  # the loop reads its pause from here
+
+
+def test_a_faust_consumer_class_missing_a_part_is_refused_at_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    recovery_order.install()
+    monkeypatch.delattr(faust_consumer.Consumer, "_add_gap")
+    app = faust.App("fastdrain-unit-missing", broker="kafka://127.0.0.1:1")
+    with pytest.raises(CompatError, match=r"compat patch fastdrain: faust.transport.consumer.Consumer has no "
+                                          r"_add_gap\(\) \(faust-streaming 0.15.3"):
+        fastdrain.install(app)
+
+
+def test_a_consumer_missing_an_instance_part_is_refused_when_the_app_creates_it() -> None:
+    recovery_order.install()
+    app = faust.App("fastdrain-unit-instance", broker="kafka://127.0.0.1:1")
+    consumer: Any = app.consumer  # created before the patch, then stripped of a part the loop reads
+    del consumer._commit_every
+    with pytest.raises(CompatError, match="has no _commit_every"):
+        fastdrain.patch_consumer(consumer)
+    assert "_drain_messages" not in vars(consumer)  # the stock loop, untouched: no half-patched consumer
 
 
 def _app_with_queue(tp: Any, queue: Any) -> Any:

@@ -18,7 +18,7 @@ so a backlog does not send every record through the slow path. Read offsets, gap
 ``commit_every`` and the yield every 100 records are unchanged. Records now reach the queues a
 fetch at a time, so batches grow with the load.
 
-It needs :mod:`pipeline.agents.recovery_order`. Delivering a whole fetch at once widened Faust's
+It needs :mod:`pipeline.compat.recovery_order`. Delivering a whole fetch at once widened Faust's
 end-of-recovery race (faust-streaming #596: records queued between the resume of the stream
 partitions and the queue clear are thrown away unacknowledged) until the long crash run lost and
 invented rows in 3 of 4 runs; with the consumer's flow stopped for that step it passed 16 of 16,
@@ -36,28 +36,37 @@ ladder went from keeping up at 4,000 turns/s to 5,000, median latency at 4,000 t
 wait, so a fetch that finds records waiting is also the quicker one). An idle stream does not
 pause: an empty fetch already waited at the broker.
 
-:func:`install` switches it on for one app (both ``kafka://`` and ``tansu://``); the Faust
-internals it uses belong to the versions pinned in pyproject.toml, and it leaves the stock loop in
-place (with a warning) if any of them is missing.
+:func:`install` switches it on for one app (both ``kafka://`` and ``tansu://``). It refuses
+(:class:`~pipeline.internals.CompatError`) when :mod:`pipeline.compat.recovery_order` is not
+installed, since that combination lost rows in the crash runs, and when any Faust or mode internal
+it uses is missing: the class parts at install, the consumer's own attributes when the app creates
+its consumer. It never falls back to the stock loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 import types
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from faust.transport import consumer as faust_consumer
+from mode.utils.queues import FlowControlEvent, ThrowableQueue
 
-log = logging.getLogger(__name__)
+from pipeline.compat import recovery_order
+from pipeline.internals import CompatError, installed_versions, require
+
+PATCH = "fastdrain"
 
 PAUSE_ATTR = "_volunteer_fetch_pause_s"
 
-_NEEDED = ("_read_offset", "suspend_flow", "_commit_every", "_add_gap", "diag", "getmany", "callback",
-           "wait_first", "_stopped", "consumer_stopped_errors", "commit")
+CLASS_PARTS = ("_add_gap", "getmany", "wait_first", "commit", "sleep", "_drain_messages")
+"""Methods of Faust's ``Consumer`` class the loop calls (or replaces), checked at install."""
+
+INSTANCE_PARTS = ("_read_offset", "suspend_flow", "_commit_every", "diag", "callback", "_stopped",
+                  "consumer_stopped_errors", "_n_acked", "app", "transport")
+"""Attributes a Faust consumer sets in its constructor, checked on the consumer the app creates."""
 
 
 async def _until_done(fut: Awaitable[Any]) -> None:
@@ -118,14 +127,11 @@ def queues_drained(app: Any, tp: Any) -> asyncio.Future[None] | None:
     stream is the bottleneck (a backlog after a restart). Waiting once until the queue has room
     for many records lets the following ones go inline again.
     """
-    index = getattr(app.topics, "_tp_index", None)
-    if index is None:
-        return None
-    for channel in index.get(tp, ()):
-        queue: Any = getattr(channel, "queue", None)
-        pending = getattr(queue, "_pending_pressure_drop_callbacks", None)
-        if pending is None or queue.qsize() <= queue.pressure_drop_size:
+    for channel in app.topics._tp_index.get(tp, ()):
+        queue: Any = channel.queue
+        if queue.qsize() <= queue.pressure_drop_size:
             continue
+        pending = queue._pending_pressure_drop_callbacks
         drained: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         pending.add(functools.partial(_wake, drained))  # called when a read brings it to the drop size
         return drained
@@ -211,21 +217,34 @@ async def drain_messages(self: Any, fetcher: Any) -> None:
         unset_flag(flag_consumer_fetching)
 
 
-def patch_consumer(consumer: Any, pause_s: float = 0.0) -> bool:
+def patch_consumer(consumer: Any, pause_s: float = 0.0) -> None:
     """Give one Faust consumer the inline drain loop, pausing ``pause_s`` after every fetch that
-    delivered records. False (stock loop kept) if the consumer lacks a part."""
-    missing = [name for name in _NEEDED if not hasattr(consumer, name)]
-    if missing or not hasattr(faust_consumer, "CONSUMER_FETCHING"):
-        log.warning("Faust's consumer lacks %s; keeping its own (slower) record delivery",
-                    ", ".join(missing) or "CONSUMER_FETCHING")
-        return False
+    delivered records; :class:`CompatError` if the consumer or its app's conductor lacks a part."""
+    require(PATCH, consumer, *INSTANCE_PARTS, methods=CLASS_PARTS)
+    require(PATCH, consumer.app.topics, "_tp_index")  # the conductor queues_drained reads
     setattr(consumer, PAUSE_ATTR, pause_s)
     consumer._drain_messages = types.MethodType(drain_messages, consumer)
-    return True
+
+
+def check_faust() -> None:
+    """The class-level parts: Faust's consumer methods, its fetch flag, mode's queue callbacks."""
+    require(PATCH, faust_consumer.Consumer, methods=CLASS_PARTS)
+    require(PATCH, faust_consumer, "CONSUMER_FETCHING")
+    require(PATCH, ThrowableQueue(maxsize=1, flow_control=FlowControlEvent()), "_pending_pressure_drop_callbacks", "pressure_drop_size",
+            methods=("qsize",))
 
 
 def install(app: Any, pause_s: float = 0.0) -> None:
-    """Patch the consumer ``app`` creates (lazily, on first use of ``app.consumer``)."""
+    """Patch the consumer ``app`` creates (lazily, on first use of ``app.consumer``).
+
+    Refuses unless the recovery-order correction is installed: inline delivery of whole fetches
+    widened faust #596 until the long crash run lost and invented rows (module doc).
+    """
+    if not recovery_order.installed():
+        raise CompatError(f"compat patch {PATCH}: refusing to install without the {recovery_order.PATCH} "
+                          f"correction (inline delivery lost rows without it; {installed_versions()})")
+    check_faust()
+    require(PATCH, app, methods=("_new_consumer",))
     original = app._new_consumer
 
     def _new_consumer() -> Any:

@@ -1,33 +1,27 @@
-"""Every work-around for the embedded Tansu broker, in one place (docs/embedded-services.md).
+"""The plain aiokafka clients' work-arounds for the embedded Tansu broker (docs/streaming.md, quirks).
 
-Active only for ``tansu://`` broker URLs (:attr:`Settings.broker_is_embedded`); against real Kafka or
-Redpanda none of this runs. Faust picks it up through its transport registry: :func:`install`
-registers the ``tansu`` URL scheme to :class:`TansuTransport`, so a Faust app configured with
-``broker="tansu://..."`` gets the fixed consumer while a ``kafka://`` app gets stock Faust. Plain
-aiokafka clients (feed, watch, tests, bench) take their settings from the ``*_kwargs`` helpers.
-
-The quirks, numbered as in the notes, and where each is handled:
+Active only for ``tansu://`` broker URLs (:attr:`Settings.broker_is_embedded`); against real Kafka
+or Redpanda every helper here is a no-op or the stock call. The worker's Faust consumer gets the
+same fixes through its transport (:mod:`pipeline.compat.tansu_transport`), which reuses the ones
+below. What lives here is configuration and client behaviour, needed by every process that talks
+to the broker (feed, watch, doctor, the client library, tests, bench), most of which never start an
+app and so never run :func:`pipeline.compat.install`:
 
 1. JoinGroup is held for half the session timeout -> :data:`SESSION_TIMEOUT_S` /
    :data:`HEARTBEAT_INTERVAL_S` in :func:`faust_settings` and :func:`consumer_kwargs`.
 2. The first group generation is 0, so aiokafka never sends LeaveGroup for it ->
-   :func:`fix_leave_group` (wraps ``GroupCoordinator._maybe_leave_group`` per instance).
+   :func:`fix_leave_group` (wraps one started consumer's ``GroupCoordinator._maybe_leave_group``).
 3. ListOffsets(LATEST) returns the base offset of the last batch + 1 -> :func:`high_watermarks`
-   reads the Fetch response's high watermark; :class:`TansuConsumerThread` uses it for Faust's
-   ``_highwaters`` (table recovery) and :func:`end_offsets` for everyone else.
-4. A waiting Fetch is not ended by new records (it returns when its wait runs out; about half of
-   ``fetch_max_wait_ms`` measured here, one partition or several), and Faust hard-codes 1500 ms
-   -> :data:`FETCH_MAX_WAIT_MS` set on the worker consumer.
+   reads the Fetch response's high watermark; :func:`end_offsets` uses it.
+4. A waiting Fetch is not ended by new records -> :data:`FETCH_MAX_WAIT_MS` in
+   :func:`consumer_kwargs` (the worker's consumer: :mod:`pipeline.compat.tansu_transport`).
 5. Idempotent / transactional producers fail -> :func:`producer_kwargs` and
-   :func:`faust_settings` force at-least-once; :func:`check_app` refuses exactly-once.
+   :func:`faust_settings` force at-least-once (the worker refuses exactly-once at install).
 6. ``list_consumer_group_offsets`` without partitions is undecodable -> :func:`committed_offsets`.
-7. (gone) Faust web port collisions used to fall back to a free port here; the web port is now the
-   agent edge's, for every broker (:mod:`pipeline.agents.edge`: a taken port is an error, and hooks
-   find a worker's actual port in the worker registry).
 
-The private internals touched here belong to the exact versions in :data:`PINNED`;
-:func:`check_versions` fails loudly when they change, so a silent upgrade cannot bring the data
-loss of quirk 3 back.
+Two of these reach into aiokafka's internals of a client we built ourselves (the coordinator's
+leave step for quirk 2, the consumer's connection for quirk 3); they check the shape first and
+raise :class:`pipeline.internals.CompatError` like every patch in :mod:`pipeline.compat`.
 """
 
 from __future__ import annotations
@@ -36,7 +30,6 @@ import logging
 import types
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from importlib import metadata
 from typing import Any
 
 import aiokafka
@@ -46,53 +39,20 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError, for_code
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.protocol.group import LeaveGroupRequest
-from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from pipeline.settings import EMBEDDED_BROKER_SCHEME, Settings
+from pipeline.internals import require
+from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
 
 _OFFSET_OUT_OF_RANGE = 1
 
-PINNED: Mapping[str, str] = {"faust-streaming": "0.15.3", "aiokafka": "0.14.0", "mode-streaming": "0.7.1"}
-"""Versions whose internals this module depends on (also pinned in pyproject.toml)."""
-
 SESSION_TIMEOUT_S = 3.0  # quirk 1: a join then takes ~1.5-2 s instead of 30 s
 HEARTBEAT_INTERVAL_S = 1.0
 FETCH_MAX_WAIT_MS = 20  # quirk 4: each hop costs ~20 ms instead of ~1.2 s
 
-
-class QuirkVersionError(RuntimeError):
-    """An installed library differs from the version the Tansu work-arounds were written against."""
-
-
-def check_versions() -> None:
-    """Fail loudly if faust / aiokafka / mode changed: the patched internals may have moved."""
-    wrong = []
-    for dist, wanted in PINNED.items():
-        try:
-            found = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            found = "not installed"
-        if found != wanted:
-            wrong.append(f"{dist} {found} (expected {wanted})")
-    if wrong:
-        raise QuirkVersionError(
-            "the embedded-broker work-arounds in pipeline/embedded/tansu_quirks.py were written for "
-            + ", ".join(f"{d}=={v}" for d, v in PINNED.items())
-            + "; found "
-            + "; ".join(wrong)
-            + ". Re-check each quirk (tests/integration/stream/test_tansu_quirks.py) before changing the pins."
-        )
-    # The exact internals used below must still exist.
-    thread_cls = faust_aiokafka.AIOKafkaConsumerThread
-    for name in ("_highwaters", "_create_worker_consumer", "on_start"):
-        if not callable(getattr(thread_cls, name, None)):
-            raise QuirkVersionError(f"faust AIOKafkaConsumerThread.{name} is gone; the Tansu fix needs it")
-    from aiokafka.consumer.group_coordinator import GroupCoordinator
-
-    if not callable(getattr(GroupCoordinator, "_maybe_leave_group", None)):
-        raise QuirkVersionError("aiokafka GroupCoordinator._maybe_leave_group is gone; the Tansu fix needs it")
+LEAVE_GROUP_PATCH = "tansu-leave-group (quirk 2)"
+HIGHWATER_PATCH = "tansu-high-watermark (quirk 3)"
 
 
 # ----------------------------------------------------------------------------- settings (1, 4, 5)
@@ -127,17 +87,6 @@ def faust_settings(settings: Settings) -> dict[str, Any]:
     }
 
 
-def check_app(app: Any) -> None:
-    """Refuse a Faust app that would need transactions on the embedded broker (quirk 5)."""
-    urls = [str(u) for u in app.conf.broker]
-    embedded = any(u.startswith(EMBEDDED_BROKER_SCHEME + "://") for u in urls)
-    if embedded and str(app.conf.processing_guarantee).lower().endswith("exactly_once"):
-        raise QuirkVersionError(
-            "exactly-once processing needs idempotent/transactional producers, which the embedded "
-            "Tansu broker does not support; use processing_guarantee=at_least_once"
-        )
-
-
 # ----------------------------------------------------------------------------- 2: generation-0 LeaveGroup
 
 
@@ -145,11 +94,15 @@ def fix_leave_group(consumer: aiokafka.AIOKafkaConsumer) -> None:
     """Make a started group consumer send LeaveGroup also for generation 0 (quirk 2).
 
     aiokafka only leaves for ``generation > 0``; Tansu numbers the first generation 0, so without
-    this the next member waits a whole session timeout for the stopped one to expire.
+    this the next member waits a whole session timeout for the stopped one to expire. A consumer
+    without a group (assign mode) has nothing to leave and is left alone.
     """
-    coordinator = getattr(consumer, "_coordinator", None)
+    require(LEAVE_GROUP_PATCH, consumer, "_coordinator")
+    coordinator = consumer._coordinator
     if coordinator is None or getattr(coordinator, "_tansu_leave_fixed", False):
         return
+    require(LEAVE_GROUP_PATCH, coordinator, "generation", "member_id", "group_id", "_group_instance_id",
+            methods=("_maybe_leave_group", "_send_req"))
     original = coordinator._maybe_leave_group
 
     async def _maybe_leave_group(self: Any) -> None:
@@ -210,6 +163,14 @@ async def high_watermarks(client: AIOKafkaClient, partitions: Iterable[TopicPart
     return result
 
 
+def consumer_client(consumer: aiokafka.AIOKafkaConsumer) -> AIOKafkaClient:
+    """The connection a started consumer fetches through (the probe of quirk 3 reuses it; the
+    doctor counts the brokers in its metadata)."""
+    require(HIGHWATER_PATCH, consumer, "_client")
+    client: AIOKafkaClient = consumer._client
+    return client
+
+
 async def end_offsets(consumer: aiokafka.AIOKafkaConsumer, partitions: Iterable[TopicPartition],
                       embedded: bool) -> dict[TopicPartition, int]:
     """``consumer.end_offsets`` that is right on the embedded broker too (quirk 3)."""
@@ -217,7 +178,7 @@ async def end_offsets(consumer: aiokafka.AIOKafkaConsumer, partitions: Iterable[
     listed = dict(await consumer.end_offsets(tps))
     if not embedded:
         return listed
-    return await high_watermarks(consumer._client, tps, hint=listed)
+    return await high_watermarks(consumer_client(consumer), tps, hint=listed)
 
 
 # ----------------------------------------------------------------------------- 6: committed offsets
@@ -232,55 +193,3 @@ async def committed_offsets(admin: AIOKafkaAdminClient, group_id: str,
     answer = await admin.list_consumer_group_offsets(group_id, partitions=tps)
     return {tp: (meta.offset if meta is not None else -1) for tp, meta in
             ((tp, answer.get(tp)) for tp in tps)}
-
-
-# ----------------------------------------------------------------------------- Faust transport
-
-
-class TansuConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """Faust's aiokafka consumer thread with the fixes for quirks 2, 3 and 4."""
-
-    def _create_worker_consumer(self, transport: Any) -> aiokafka.AIOKafkaConsumer:
-        consumer = super()._create_worker_consumer(transport)
-        # Faust passes fetch_max_wait_ms=1500 literally; the Fetcher reads it at start().
-        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
-        return consumer
-
-    async def on_start(self) -> None:
-        await super().on_start()
-        if self._consumer is not None:
-            fix_leave_group(self._consumer)
-
-    async def _highwaters(self, partitions: list[Any]) -> Mapping[Any, int]:
-        consumer = self._ensure_consumer()
-        if self.consumer.in_transaction:  # never on Tansu (check_app), kept for parity
-            return {tp: consumer.last_stable_offset(tp) for tp in partitions}
-        listed = await consumer.end_offsets(partitions)
-        fixed = await high_watermarks(consumer._client, partitions, hint=listed)
-        return {tp: fixed[TopicPartition(tp.topic, tp.partition)] for tp in partitions}
-
-
-class TansuConsumer(faust_aiokafka.Consumer):
-    def _new_consumer_thread(self) -> TansuConsumerThread:
-        return TansuConsumerThread(self, loop=self.loop, beacon=self.beacon)
-
-
-class TansuTransport(faust_aiokafka.Transport):
-    """Faust transport for ``tansu://host:port`` URLs: stock aiokafka transport + the fixes above."""
-
-    Consumer = TansuConsumer
-
-
-_installed = False
-
-
-def install() -> None:
-    """Register the ``tansu://`` scheme with Faust (idempotent). Checks the pinned versions first."""
-    global _installed
-    if _installed:
-        return
-    check_versions()
-    from faust.transport.drivers import TRANSPORTS
-
-    TRANSPORTS.aliases[EMBEDDED_BROKER_SCHEME] = f"{__name__}:TansuTransport"
-    _installed = True

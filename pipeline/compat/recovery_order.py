@@ -16,21 +16,20 @@ inline drain of docs/performance.md lose rows in the long crash run.
 :func:`install` stops the consumer's flow when that step begins. Faust itself resumes it at the
 step's end, after the clear, so the first records delivered are those fetched from the committed
 offsets the step has just seeked to. Nothing else of the recovery changes.
+:mod:`pipeline.compat.fastdrain` refuses to install unless this did (:func:`installed`).
 """
 
 from __future__ import annotations
 
-import logging
+import inspect
 from collections.abc import Awaitable, Callable
-from importlib import metadata
 from typing import Any
 
 from faust.tables.recovery import Recovery
 
-log = logging.getLogger(__name__)
+from pipeline.internals import CompatError, installed_versions, require
 
-PINNED_FAUST = "0.15.3"
-"""The version whose ``on_recovery_completed`` this corrects (pinned in pyproject.toml)."""
+PATCH = "recovery-order (faust #596)"
 
 _MARK = "_volunteer_flow_stopped"
 
@@ -44,19 +43,24 @@ def stop_flow_first(step: Callable[..., Awaitable[None]]) -> Callable[..., Await
         await step(self, generation_id)
 
     setattr(on_recovery_completed, _MARK, True)
+    on_recovery_completed.__wrapped__ = step  # type: ignore[attr-defined]  # Faust's own step, for tests
     return on_recovery_completed
 
 
-def install() -> bool:
-    """Patch Faust's ``Recovery`` once per process; False (with a warning, nothing changed) if the
-    installed Faust is not the pinned version."""
+def installed() -> bool:
+    """True once Faust's ``Recovery`` carries the correction (in this process)."""
+    return bool(getattr(getattr(Recovery, "on_recovery_completed", None), _MARK, False))
+
+
+def install() -> None:
+    """Patch Faust's ``Recovery`` once per process; :class:`CompatError` if the step is not the
+    coroutine ``on_recovery_completed(self, generation_id=0)`` this corrects."""
+    if installed():
+        return
+    require(PATCH, Recovery, methods=("on_recovery_completed",))
     current = Recovery.on_recovery_completed
-    if getattr(current, _MARK, False):
-        return True
-    version = metadata.version("faust-streaming")
-    if version != PINNED_FAUST:
-        log.warning("faust-streaming %s is not %s: table recovery runs unpatched (see faust issue #596 "
-                    "and pipeline/agents/recovery_order.py)", version, PINNED_FAUST)
-        return False
+    if not inspect.iscoroutinefunction(current) or list(inspect.signature(current).parameters) != [
+            "self", "generation_id"]:
+        raise CompatError(f"compat patch {PATCH}: faust.tables.recovery.Recovery.on_recovery_completed is not "
+                          f"the coroutine (self, generation_id) it corrects ({installed_versions()})")
     setattr(Recovery, "on_recovery_completed", stop_flow_first(current))  # noqa: B010 (a method, patched)
-    return True

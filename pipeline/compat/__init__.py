@@ -1,0 +1,46 @@
+"""Every patch of third-party internals (Faust, mode, aiokafka), installed by one :func:`install`.
+
+Called once from the app's start-up (:class:`pipeline.app.StreamApp`), right after the Faust app is
+created and before anything uses its transport or consumer. Only the start-up and
+:mod:`pipeline.embedded` may import this package (tests/unit/test_import_graph.py); everything else
+reaches the patched behaviour through the objects the start-up hands it.
+
+The patches, in the order :func:`install` applies them (docs/architecture.md, "compat"):
+
+1. :mod:`.versions`: faust-streaming, aiokafka and mode-streaming must be exactly the versions
+   pinned in pyproject.toml, on every broker (``kafka://`` and ``tansu://``).
+2. :mod:`.tansu_transport`: the ``tansu://`` Faust transport (quirks 2, 3, 4 for the worker's
+   consumer) and the refusal of exactly-once (quirk 5). Optional by setting: registered only when
+   the broker URL is ``tansu://`` (:attr:`Settings.broker_is_embedded`); stock Faust on Kafka.
+3. :mod:`.recovery_order`: no record delivered while Faust finishes a table recovery (faust #596).
+4. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3.
+5. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
+   producer's batch path, the memory store's key partitions, the table store and consumer without
+   creating them), served through the port :func:`pipeline.internals.internals`.
+
+One guard style for all of them (:func:`pipeline.internals.require`): a patch checks that its
+target exists with the shape it expects and otherwise raises :class:`CompatError` with one line
+naming the patch and the installed versions. There is no warn-and-skip.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.compat import fastdrain, faust_internals, recovery_order, tansu_transport
+from pipeline.compat.versions import check_versions
+from pipeline.internals import CompatError
+from pipeline.settings import Settings
+
+__all__ = ["CompatError", "install"]
+
+
+def install(app: Any, settings: Settings) -> None:
+    """Check the pinned versions and apply every patch to the Faust ``app`` (see the module doc)."""
+    check_versions()
+    if settings.broker_is_embedded:
+        tansu_transport.install()
+    tansu_transport.check_app(app)  # refuses exactly-once on a tansu:// app, whatever built it
+    recovery_order.install()
+    fastdrain.install(app, pause_s=settings.fetch_pause_ms / 1000)
+    faust_internals.install()
