@@ -17,6 +17,7 @@ from typing import Any
 import regex
 
 from pipeline.core.jscompat import JS_WS, utf16_len
+from pipeline.core.memo import Memo
 from pipeline.core.normalize import JS_WHITESPACE, normalize_alias
 
 Candidate = tuple[str, str, str, bool]
@@ -162,15 +163,14 @@ def _bounded(cache: dict[str, Any]) -> dict[str, Any]:
     return cache
 
 
-_TEXT_MEMO_MAX = 8192
 _TEXT_MEMO_CHARS = 1024
-_text_memo: dict[str, list[Candidate]] = {}
+_text_memo: Memo[str, list[Candidate]] = Memo(8192)
 
 
 def extract_candidates(text: object) -> list[Candidate]:
     """Candidates of one turn: strong ones first (≤12), then weak lowercase (≤32), then CJK (≤24).
 
-    Memoised per text (texts up to 1,024 characters, 8,192 of them, then the memo starts over): chat
+    Memoised per text (texts up to 1,024 characters, 8,192 of them, :class:`~pipeline.core.memo.Memo`): chat
     repeats itself ("ok", "thanks", templated bot turns), and the result depends on the text alone.
     The list returned may be shared between calls, so callers never mutate it (none does: the window
     keeps it as it is and the merge only reads it).
@@ -182,9 +182,7 @@ def extract_candidates(text: object) -> list[Candidate]:
     cands = _text_memo.get(text)
     if cands is None:
         cands = _extract(text)
-        if len(_text_memo) >= _TEXT_MEMO_MAX:
-            _text_memo.clear()
-        _text_memo[text] = cands
+        _text_memo.put(text, cands)
     return cands
 
 

@@ -14,6 +14,7 @@ from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import Candidate, extract_candidates
 from pipeline.core.gate import gate
 from pipeline.core.jscompat import is_js_number
+from pipeline.core.memo import Memo
 from pipeline.core.normalize import JS_WHITESPACE
 from pipeline.core.resolve import RESOLVER_POOL, could_resolve, resolve_with_index
 from pipeline.core.tally import DecisionTally
@@ -74,9 +75,7 @@ def decide(
             pointers, by_norm = hit[1], hit[2]
         else:
             pointers, by_norm = _resolve_window(turns, brain, source_ids, prior_context, lexical_arms, keep)
-            if len(_window_memo) >= _WINDOW_MEMO_MAX:
-                _window_memo.clear()
-            _window_memo[key] = (tuple([cands for _role, cands in turns]), pointers, by_norm)
+            _window_memo.put(key, (tuple([cands for _role, cands in turns]), pointers, by_norm))
         if not pointers:
             return []
         return gate(pointers, by_norm, window_size=len(turns), max_pages=max_pages, min_confidence=min_confidence,
@@ -111,8 +110,8 @@ def decide(
     return pages
 
 
-_WINDOW_MEMO_MAX = 8192
-_window_memo: dict[tuple[object, ...], tuple[tuple[Sequence[Candidate], ...], list[Pointer], dict[str, WindowCandidate]]] = {}
+_window_memo: Memo[tuple[object, ...], tuple[tuple[Sequence[Candidate], ...], list[Pointer], dict[str, WindowCandidate]]]
+_window_memo = Memo(8192)
 """The resolver's answer per window: keyed by the brain, the options the resolver reads and the
 identity of each turn's candidate list (kept alive by the entry, and compared on a hit, so an id is
 never mistaken for a later list's). The lists are shared between turns of the same text (the memo

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import CJK_CHARS, Candidate
 from pipeline.core.gate import candidates_by_norm
+from pipeline.core.memo import Memo
 from pipeline.core.pages import Page
 from pipeline.core.types import ARM_CONFIDENCE, Pointer
 from pipeline.core.window import WindowCandidate
@@ -120,14 +121,11 @@ def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool,
         elif norm in odd or brain.ids_with_title(norm):
             keep.append(norm)
     relevant = frozenset(keep)
-    if len(_relevance_memo) >= _RELEVANCE_MEMO_MAX:
-        _relevance_memo.clear()
-    _relevance_memo[id(cands)] = (cands, brain.token, live, relevant)
+    _relevance_memo.put(id(cands), (cands, brain.token, live, relevant))
     return live, relevant
 
 
-_RELEVANCE_MEMO_MAX = 8192
-_relevance_memo: dict[int, tuple[Sequence[Candidate], object, bool, frozenset[str]]] = {}
+_relevance_memo: Memo[int, tuple[Sequence[Candidate], object, bool, frozenset[str]]] = Memo(8192)
 """:func:`turn_relevance` per candidate list (by identity: the entry keeps the list alive and a hit
 compares it), for the lists the text memo of :func:`~pipeline.core.extract.extract_candidates`
 hands to every turn of the same text."""
