@@ -97,6 +97,10 @@ class Internals(Protocol):
         """The offsets the Faust consumer last committed, per partition."""
         ...
 
+    def newest_fetch_ms(self, consumer: Any) -> int | None:
+        """Wall-clock ms of the newest Fetch answer for any partition the Faust consumer owns (None: none yet)."""
+        ...
+
 
 _current: Internals | None = None
 

@@ -8,7 +8,9 @@ to the broker (feed, watch, doctor, the client library, tests, bench), most of w
 app and so never run :func:`pipeline.compat.install`:
 
 1. JoinGroup is held for half the session timeout -> :data:`SESSION_TIMEOUT_S` /
-   :data:`HEARTBEAT_INTERVAL_S` in :func:`faust_settings` and :func:`consumer_kwargs`.
+   :data:`HEARTBEAT_INTERVAL_S` in :func:`faust_settings` and :func:`consumer_kwargs`. Paired with
+   it (not a Tansu bug): :data:`REQUEST_TIMEOUT_S`, so a worker partitioned from the broker drops
+   its stuck connections soon and is back within seconds of the heal (docs/guarantees.md).
 2. The first group generation is 0, so aiokafka never sends LeaveGroup for it ->
    :func:`fix_leave_group` (wraps one started consumer's ``GroupCoordinator._maybe_leave_group``).
 3. ListOffsets(LATEST) returns the base offset of the last batch + 1 -> :func:`high_watermarks`
@@ -49,6 +51,17 @@ _OFFSET_OUT_OF_RANGE = 1
 
 SESSION_TIMEOUT_S = 3.0  # quirk 1: a join then takes ~1.5-2 s instead of 30 s
 HEARTBEAT_INTERVAL_S = 1.0
+REQUEST_TIMEOUT_S = 5.0
+"""Broker request timeout of the worker's consumer and producer (Faust: 90 s and 1200 s).
+
+A request sent into a partition sits in a TCP connection whose retransmission timer doubles while
+the packets are dropped (backoff 6, 13 s, after a 15 s cut), so the connection carries traffic again
+only at its next retransmission, up to that long after the heal: measured 11.6 s of the 15.2 s from
+a heal to every worker ready again. With this timeout aiokafka closes a connection whose request
+got no answer within 5 s and connects anew (a connect attempt is bounded by the same timeout), so
+after the heal a worker talks to the broker again within about a second. It must exceed the session
+timeout (Faust checks) and the JoinGroup hold (half of it). Not used for real Kafka, where a join
+can be held up to the rebalance timeout (docs/deployment.md)."""
 FETCH_MAX_WAIT_MS = 20  # quirk 4: each hop costs ~20 ms instead of ~1.2 s
 
 LEAVE_GROUP_PATCH = "tansu-leave-group (quirk 2)"
@@ -83,6 +96,8 @@ def faust_settings(settings: Settings) -> dict[str, Any]:
     return {
         "broker_session_timeout": SESSION_TIMEOUT_S,
         "broker_heartbeat_interval": HEARTBEAT_INTERVAL_S,
+        "broker_request_timeout": REQUEST_TIMEOUT_S,
+        "producer_request_timeout": REQUEST_TIMEOUT_S,
         "processing_guarantee": "at_least_once",
     }
 

@@ -29,6 +29,7 @@ from pipeline.hook.install import (
     hook_command,
     plan,
     settings_path,
+    warm_bytecode,
 )
 
 
@@ -47,8 +48,8 @@ from pipeline.hook.install import (
                    "http://127.0.0.1:6066).")
 @click.option("--source", metavar="ID", default=None, help="Brain source baked into the hook command.")
 @click.option("--executable", metavar="PATH", default=None,
-              help="The volunteer executable the harness runs (default: this installation's console "
-                   "script, by absolute path, whatever PATH says).")
+              help="The volunteer executable the harness runs (default: this installation's interpreter "
+                   "with -I -S and its hook launcher, by absolute paths, whatever PATH says).")
 @click.option("--timeout", "timeout_s", type=click.IntRange(1, 600), default=DEFAULT_TIMEOUT_S, show_default=True,
               help="Seconds after which the harness kills the hook (it stops itself after 800 ms).")
 @click.option("--trust", is_flag=True,
@@ -108,6 +109,8 @@ def bootstrap(harness: str, scope: str, project_dir: Path | None, uninstall: boo
     except InstallError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(change.summary + (f" (previous file kept as {backup})" if backup else ""))
+    if not uninstall:
+        warm_bytecode()  # the first prompt then starts as fast as the others
     if change.changed and not uninstall:
         click.echo(f"command: {command}")
         click.echo("restart open sessions: hooks are read when a session starts")

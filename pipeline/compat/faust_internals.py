@@ -11,7 +11,9 @@ port. The instance-level parts are checked where they are read, with the same gu
   map (``Store._key_partition``), which it must know for locally written keys;
 - the worker metrics (:mod:`pipeline.worker_metrics`): the table's store and the app's consumer
   without creating them from the scrape thread (``Collection._data``, ``App._consumer``) and the
-  consumer's committed offsets (``Consumer._committed_offset``).
+  consumer's committed offsets (``Consumer._committed_offset``);
+- readiness (:mod:`pipeline.agents.health`): when the consumer last had a Fetch answer, from the
+  aiokafka consumer on Faust's consumer thread (``Consumer._thread._consumer``).
 """
 
 from __future__ import annotations
@@ -68,6 +70,18 @@ class FaustInternals:
     def committed_offsets(self, consumer: Any) -> dict[Any, int | None]:
         require(PATCH, consumer, "_committed_offset")
         return dict(consumer._committed_offset)
+
+    def newest_fetch_ms(self, consumer: Any) -> int | None:
+        # Faust keeps the aiokafka consumer on its consumer thread; aiokafka stamps each partition at
+        # every Fetch answer, empty ones included (its public ``last_poll_timestamp``)
+        require(PATCH, consumer, "_thread")
+        thread = consumer._thread
+        require(PATCH, thread, "_consumer")
+        client = thread._consumer
+        if client is None:
+            return None
+        stamps = [client.last_poll_timestamp(tp) for tp in client.assignment()]
+        return max((int(s) for s in stamps if s), default=None)
 
 
 def install() -> None:

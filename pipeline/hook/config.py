@@ -8,7 +8,6 @@ fails on configuration.
 
 from __future__ import annotations
 
-import math
 import os
 
 from pipeline.hook.credential import state_base
@@ -49,7 +48,7 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
         value = float(raw)
     except ValueError:
         return default
-    if not math.isfinite(value):
+    if value - value != 0:  # inf or NaN (math.isfinite, without loading math)
         return default
     return min(high, max(low, value))
 

@@ -6,6 +6,11 @@ command itself when its arguments are plain (``--harness X``, ``--url V``, ``--u
 options of :data:`pipeline.hook.config.OPTIONS`), and hands everything else (every other command,
 ``--help``, anything it does not recognise) to the click CLI in :mod:`pipeline.cli`, which defines
 the same options and gives the usual help and errors.
+
+It is also what :mod:`pipeline.hook.launch` runs under ``python -I -S`` (the command ``volunteer
+bootstrap`` writes); that interpreter has no site-packages, so before handing over to click this
+entry turns them on (``site.main()``) and the garbage collector back on, and every command works
+from that command line too.
 """
 
 from __future__ import annotations
@@ -56,6 +61,13 @@ def main() -> None:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)  # nothing left to clean up; interpreter teardown would only add latency
+    if sys.flags.no_site:  # started by pipeline.hook.launch: click and the rest live in site-packages
+        import site
+
+        site.main()
+    import gc
+
+    gc.enable()  # off in pipeline.hook.launch, for the one-prompt process only
     from pipeline.cli import main as cli
 
     cli()

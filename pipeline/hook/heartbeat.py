@@ -10,10 +10,10 @@ lock (a busy lock skips one update rather than delay the prompt).
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import time
 
+from pipeline.hook import jsonlite
 from pipeline.hook.private import open_private, private_dir, write_private
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
@@ -56,7 +56,7 @@ def day_key(ms: int) -> str:
 def _load(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as fh:
-            obj = json.loads(fh.read())
+            obj = jsonlite.loads(fh.read())
     except (OSError, ValueError, RecursionError):
         return {"version": 1, "channels": {}}
     if not isinstance(obj, dict) or not isinstance(obj.get("channels"), dict):
@@ -124,7 +124,7 @@ def record_call(state_dir: str | os.PathLike[str], call: CallRecord, now_ms: int
             return False
         data = _load(path)
         apply_call(data, call, now_ms)
-        write_private(path, json.dumps(data, separators=(",", ":")).encode("utf-8"))
+        write_private(path, jsonlite.dumps(data).encode("utf-8"))
         return True
     except OSError:
         return False

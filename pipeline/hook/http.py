@@ -3,19 +3,25 @@
 Not ``http.client``: it imports the ``email`` package (~10 ms of a ~100 ms process), and the hook
 needs one request to a known local endpoint: ``POST`` with ``Connection: close``, read to EOF,
 ``Content-Length`` or chunked bodies. Every step is bounded by the caller's remaining time.
+
+Not even ``socket.py`` for plain ``http://``: it wraps ``_socket`` in ``enum`` classes and loads
+``selectors``, a few ms the hook would pay on every prompt for nothing; the C module has the
+calls used here (``getaddrinfo``, ``connect``, ``sendall``, ``recv``, timeouts). ``https://``
+(workers on other hosts) needs ``ssl``, which wraps a ``socket.socket``, so that path imports both.
 """
 
 from __future__ import annotations
 
-import json
-import socket
+import _socket
 import time
 
+from pipeline.hook import jsonlite
 from pipeline.hook.credential import AUTH_HEADER, PROOF_HEADER, answer_is_proven, new_nonce, sign_request
 from pipeline.hook.protocol import dumps
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
+    from socket import socket
     from typing import Any
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
@@ -103,21 +109,52 @@ class Transport:
         self.cafile = cafile
         self._ssl: Any = None
 
-    def wrap(self, sock: socket.socket, host: str) -> socket.socket:
+    def connect_tls(self, host: str, port: int, timeout_s: float) -> socket:
+        """A verified TLS connection (``ssl`` and ``socket`` are imported only for this)."""
+        import socket as socket_module
+
         if self._ssl is None:
             import ssl  # only for workers on other hosts: ~10 ms the loopback path does not pay
 
             self._ssl = ssl.create_default_context(cafile=self.cafile or None)
-        wrapped: socket.socket = self._ssl.wrap_socket(sock, server_hostname=host)
+        raw = socket_module.create_connection((host, port), timeout=timeout_s)
+        try:
+            wrapped: socket = self._ssl.wrap_socket(raw, server_hostname=host)
+        except BaseException:
+            raw.close()
+            raise
         return wrapped
+
+
+def connect_plain(host: str, port: int, timeout_s: float) -> _socket.socket:
+    """``socket.create_connection`` on the C module: each address in turn, the last error raised."""
+    error: OSError | None = None
+    for family, kind, proto, _, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout_s)
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        except BaseException:  # the deadline timer
+            sock.close()
+            raise
+        return sock
+    raise error if error is not None else OSError(f"getaddrinfo returned nothing for {host}")
 
 
 def _exchange(base_url: str, request: bytes, deadline: float, transport: Transport | None) -> bytes:
     host, port, _ = split_url(base_url)
     chunks: list[bytes] = []
     try:
-        with socket.create_connection((host, port), timeout=max(0.001, deadline - time.monotonic())) as raw:
-            sock = transport.wrap(raw, host) if transport is not None and base_url.startswith("https://") else raw
+        timeout_s = max(0.001, deadline - time.monotonic())
+        if base_url.startswith("https://"):
+            sock: socket | _socket.socket = (transport or Transport(None)).connect_tls(host, port, timeout_s)
+        else:
+            sock = connect_plain(host, port, timeout_s)
+        try:
             sock.sendall(request)
             received = 0
             while True:
@@ -132,6 +169,8 @@ def _exchange(base_url: str, request: bytes, deadline: float, transport: Transpo
                 received += len(chunk)
                 if received > MAX_RESPONSE_BYTES:
                     raise WorkerUnavailable("worker_io", "response too large")
+        finally:
+            sock.close()
     except TimeoutError:
         raise WorkerUnavailable("deadline") from None
     except ConnectionRefusedError:
@@ -172,7 +211,7 @@ def post_json(base_url: str, path: str, body: dict[str, Any], timeout_s: float,
         if not proof or not answer_is_proven(token, request_mac, status, payload, proof):
             raise WorkerUnavailable("unauthenticated_worker", f"HTTP {status}")
     try:
-        obj = json.loads(payload)
+        obj = jsonlite.loads(payload)
     except (ValueError, RecursionError):
         raise WorkerUnavailable("not_a_worker", f"HTTP {status}") from None
     if not isinstance(obj, dict):

@@ -5,13 +5,13 @@ A **delivery record** is how the hook says "I printed these pages for turn T": i
 session's turns (a delivery is always applied before the next prompt is decided). Its value starts
 with :data:`DELIVERY_PREFIX`, which is what the window agent checks before decoding a Turn.
 
-Light on purpose (the hook process imports it): stdlib ``json`` and ``math`` only.
+Light on purpose (the hook process imports it): :mod:`pipeline.hook.jsonlite` only (not ``json``, which
+loads ``re``, nor ``math``).
 """
 
 from __future__ import annotations
 
-import json
-import math
+from pipeline.hook import jsonlite
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ MAX_DELIVERIES_PER_REQUEST = 16
 
 def dumps(obj: Any) -> str:
     """Compact JSON, non-ASCII kept as is (what the hook prints and sends)."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return jsonlite.dumps(obj, ensure_ascii=False)
 
 
 def is_delivery(value: bytes) -> bool:
@@ -98,7 +98,7 @@ def _invalid(code: str, message: str) -> InvalidRecord:
 
 def _int_field(obj: dict[str, Any], name: str, low: int, high: int) -> int:
     value = obj.get(name)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or value - value != 0:  # inf and NaN
         raise _invalid("invalid_delivery", f"field '{name}' must be an integer")
     if value != int(value) or not low <= int(value) <= high:
         raise _invalid("invalid_delivery", f"field '{name}' must be an integer in {low}..{high}")
@@ -129,7 +129,7 @@ def delivery_from_obj(obj: Any, key: bytes | None = None) -> Delivery:
 def decode_delivery(value: bytes, key: bytes | None = None) -> Delivery:
     """A delivery record from the ``turns`` topic; raises :class:`InvalidRecord` (dead-lettered)."""
     try:
-        obj = json.loads(value)
+        obj = jsonlite.loads(value)
     except (ValueError, RecursionError) as exc:
         raise _invalid("invalid_json", f"value is not valid JSON: {exc}") from None
     return delivery_from_obj(obj, key)

@@ -14,16 +14,18 @@ the workers of its app id (default ``volunteer-stream``) â€” the default stack â
 all share one broker: with two brokers and the same app id it cannot tell which stack is meant and
 prints nothing (heartbeat reason ``ambiguous_stack``) rather than send the prompt to the wrong one.
 
-Light on purpose (the hook process imports it): stdlib ``json``, ``_blake2``, ``socket`` and ``os`` only.
+Light on purpose (the hook process imports it): :mod:`pipeline.hook.jsonlite`, ``_blake2``, ``_socket`` and
+``os`` only.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import stat
 import time
+from _socket import gethostname  # socket.gethostname, without socket.py (enum, selectors)
+
+from pipeline.hook import jsonlite
 
 try:  # the bare BLAKE2 module: hashlib would also load OpenSSL, a few ms of the hook's start-up
     from _blake2 import blake2b
@@ -68,8 +70,9 @@ def entry_path(state_base: str, broker: str, app_id: str, pid: int) -> str:
 
 
 def entry_body(broker: str, app_id: str, url: str, pid: int) -> bytes:
-    return json.dumps({"v": 1, "app_id": app_id, "broker": normalize_broker(broker), "url": url, "pid": pid,
-                       "host": socket.gethostname(), "started": int(time.time() * 1000)}).encode("utf-8")
+    return jsonlite.dumps({"v": 1, "app_id": app_id, "broker": normalize_broker(broker), "url": url, "pid": pid,
+                       "host": gethostname(), "started": int(time.time() * 1000)},
+                          separators=(", ", ": ")).encode("utf-8")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -113,7 +116,7 @@ def _read_entry(directory: str, name: str, now: float, hostname: str) -> Entry |
     finally:
         os.close(fd)
     try:
-        obj = json.loads(data)
+        obj = jsonlite.loads(data)
     except (ValueError, RecursionError):
         return None
     if not isinstance(obj, dict) or not all(isinstance(obj.get(k), str) for k in ("app_id", "broker", "url")):
@@ -135,7 +138,7 @@ def live_entries(state_base: str) -> list[Entry]:
         names = sorted(os.listdir(directory))[:MAX_ENTRIES * 4]
     except OSError:
         return []
-    now, hostname = time.time(), socket.gethostname()
+    now, hostname = time.time(), gethostname()
     entries = [e for e in (_read_entry(directory, n, now, hostname) for n in names) if e is not None]
     entries.sort(key=lambda e: -e.mtime)
     return entries[:MAX_ENTRIES]

@@ -9,10 +9,10 @@ read and replaced under an exclusive ``flock`` so two hooks of one session canno
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import time
 
+from pipeline.hook import jsonlite
 from pipeline.hook.private import open_private, private_dir, write_private
 
 try:  # the bare BLAKE2 module: hashlib would also load OpenSSL, a few ms of the hook's start-up
@@ -53,7 +53,7 @@ class SessionHookState:
         self.is_new = is_new
 
     def to_json(self, session_id: str) -> bytes:
-        return json.dumps({
+        return jsonlite.dumps({
             "session_id": session_id,
             "last_turn": self.last_turn,
             "offset": self.offset,
@@ -61,11 +61,11 @@ class SessionHookState:
             "recent_prompts": self.recent_prompts[-RECENT_PROMPTS_KEPT:],
             "pending": self.pending[-PENDING_KEPT:],
             "updated_ms": int(time.time() * 1000),
-        }, separators=(",", ":")).encode("utf-8", "surrogatepass")
+        }).encode("utf-8", "surrogatepass")
 
     @classmethod
     def from_json(cls, data: bytes) -> SessionHookState:
-        obj = json.loads(data)
+        obj = jsonlite.loads(data)
         if not isinstance(obj, dict):
             raise ValueError("not an object")
         last = obj.get("last_turn")

@@ -11,9 +11,10 @@ are skipped, so a 4-turn window holds conversation rather than placeholders.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
+
+from pipeline.hook import jsonlite
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def read_new(path: str | os.PathLike[str], offset: int | None, file_id: str | No
         if not line.strip():
             continue
         try:
-            entry = json.loads(line)
+            entry = jsonlite.loads(line)
         except (ValueError, RecursionError):
             continue
         turn = parse(entry)

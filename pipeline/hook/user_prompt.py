@@ -18,12 +18,13 @@ enforced with an interval timer, so no blocking call can outlive it.
 
 from __future__ import annotations
 
-import json
+# signal.py is _signal plus enum wrappers; enum (with functools and collections) is a few ms of start-up
+import _signal
 import os
-import signal
 import sys
 import time
 
+from pipeline.hook import jsonlite
 from pipeline.hook.block import fit
 from pipeline.hook.config import HookConfig, hooks_enabled
 from pipeline.hook.credential import CredentialError, load_token
@@ -87,20 +88,21 @@ class DeadlineTimer:
         raise Deadline()
 
     def disarm(self) -> None:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
 
     def __enter__(self) -> DeadlineTimer:
-        self._previous = signal.signal(signal.SIGALRM, self._fire)
+        self._previous = _signal.signal(_signal.SIGALRM, self._fire)
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             self.__exit__()
             raise Deadline()
-        signal.setitimer(signal.ITIMER_REAL, remaining)
+        _signal.setitimer(_signal.ITIMER_REAL, remaining)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.disarm()
-        signal.signal(signal.SIGALRM, self._previous)
+        # None: a handler not set from Python (C code's); the default is the nearest we can restore
+        _signal.signal(_signal.SIGALRM, _signal.SIG_DFL if self._previous is None else self._previous)
 
 
 def read_stdin(stream: IO[bytes]) -> dict[str, Any] | None:
@@ -112,7 +114,7 @@ def read_stdin(stream: IO[bytes]) -> dict[str, Any] | None:
     if len(data) > MAX_STDIN_BYTES:
         return None
     try:
-        obj = json.loads(data)
+        obj = jsonlite.loads(data)
     except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None

@@ -207,8 +207,8 @@ class HookCall:
 
 
 def call_hook(cluster: Cluster, url: str, session_id: str, prompt: str, state_dir: Path,
-              **extra: str) -> HookCall:
-    """The real ``volunteer hook user-prompt`` on the client host, fed a harness's JSON."""
+              host: Host | None = None, **extra: str) -> HookCall:
+    """The real ``volunteer hook user-prompt`` on the client host (or ``host``), fed a harness's JSON."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VOLUNTEER_")}
     env.update({"HOME": str(state_dir), "VOLUNTEER_HOOK_URL": url, "VOLUNTEER_HOOK_STATE_DIR": str(state_dir),
                 "VOLUNTEER_STATE_DIR": str(state_dir), "VOLUNTEER_HOOK_TOKEN": cluster.token,
@@ -217,6 +217,6 @@ def call_hook(cluster: Cluster, url: str, session_id: str, prompt: str, state_di
                             "hook_event_name": "UserPromptSubmit"})
     script = Path(sys.executable).parent / "volunteer"
     started = time.monotonic()
-    done = subprocess.run([*cluster.client.exec_prefix(), str(script), "hook", "user-prompt"], input=payload,
+    done = subprocess.run([*(host or cluster.client).exec_prefix(), str(script), "hook", "user-prompt"], input=payload,
                           capture_output=True, env=env, cwd=ROOT, timeout=60)
     return HookCall(session_id, (time.monotonic() - started) * 1000, done.returncode, done.stdout, done.stderr)

@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ import orjson
 import pytest
 
 from pipeline.hook.channel_health import hook_channel_statuses
-from pipeline.hook.install import installed_command
+from pipeline.hook.install import LAUNCHER, installed_command
 from pipeline.settings import Settings
 from tests.integration.harness.conftest import HOOK_TOKEN, SameHostWorker
 from tests.integration.hook.conftest import Worker, free_port, wait_rows
@@ -103,9 +102,9 @@ def test_claude_code_block_reaches_the_model_and_resume_carries_only_new_items(
         claude_code_cli: Path, worker: Worker, hook_settings: Settings, tmp_path: Path) -> None:
     home = make_home(tmp_path)
     bootstrap(home, "--url", worker.url)
-    script = Path(sysconfig.get_path("scripts")) / "volunteer"  # this installation's fast entry
+    # this installation's interpreter and launcher, by absolute path: no PATH, no site-packages scan
     assert installed_command(home / ".claude" / "settings.json") == (
-        f"env VOLUNTEER_HOOK_URL={worker.url} {script} hook user-prompt")
+        f"env VOLUNTEER_HOOK_URL={worker.url} {sys.executable} -I -S {LAUNCHER} hook user-prompt")
     with StandInModel() as model:
         first = run_claude(claude_code_cli, "Did Alice Example reply?", home=home, model_url=model.url,
                            env=HOOK_ENV)

@@ -35,7 +35,8 @@ def test_live_and_ready_on_a_running_worker(worker: Worker, hook_settings: Setti
     status, body, raw = get(worker.url + READY_PATH)
     assert status == 200, body
     assert body["status"] == "ready"
-    assert body["checks"] == {"partitions": True, "recovered": True, "caught_up": True, "brain": True}
+    assert body["checks"] == {"partitions": True, "recovered": True, "caught_up": True, "broker": True, "brain": True}
+    assert 0 <= body["broker_silence_s"] <= 5
     assert body["partitions"] == hook_settings.topic_partitions and body["brain_pages"] > 0
     # nothing that names the deployment: no topic, group, database or URL
     for secret in (hook_settings.topic_turns, hook_settings.app_id, hook_settings.database_url.split("@")[-1],

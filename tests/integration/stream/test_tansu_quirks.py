@@ -93,6 +93,10 @@ def test_quirk1_settings_shorten_the_join() -> None:
     assert conf["broker_session_timeout"] == tansu_client.SESSION_TIMEOUT_S == 3.0
     assert conf["broker_heartbeat_interval"] == 1.0
     assert tansu_client.consumer_kwargs(True)["session_timeout_ms"] == 3000
+    # paired with it: requests stuck in a partition give up soon (above the session timeout and the
+    # join hold), instead of waiting out TCP's retransmission backoff after the heal
+    assert conf["broker_request_timeout"] == conf["producer_request_timeout"] == tansu_client.REQUEST_TIMEOUT_S
+    assert tansu_client.SESSION_TIMEOUT_S < tansu_client.REQUEST_TIMEOUT_S <= 2 * tansu_client.SESSION_TIMEOUT_S
 
 
 @pytest.mark.long
@@ -231,14 +235,15 @@ def test_quirk4_new_records_do_not_end_a_waiting_fetch(embedded_broker: Embedded
 def test_quirk4_worker_consumer_gets_short_fetch_wait(embedded_broker: EmbeddedBroker) -> None:
     tansu_transport.install()
 
-    async def scenario() -> tuple[int, int, int]:
+    async def scenario() -> tuple[int, int, int, int, float]:
         app = faust.App("q4w", broker=embedded_broker.url, web_enabled=False,
                         **tansu_client.faust_settings(load_settings(broker=embedded_broker.url)))
         thread = app.consumer._thread
         consumer = thread._create_worker_consumer(app.transport)
-        return consumer._fetch_max_wait_ms, consumer._session_timeout_ms, consumer._heartbeat_interval_ms
+        return (consumer._fetch_max_wait_ms, consumer._session_timeout_ms, consumer._heartbeat_interval_ms,
+                consumer._client._request_timeout_ms, app.producer.request_timeout)
 
-    assert run(scenario()) == (tansu_client.FETCH_MAX_WAIT_MS, 3000, 1000)
+    assert run(scenario()) == (tansu_client.FETCH_MAX_WAIT_MS, 3000, 1000, 5000, 5.0)
 
 
 # ----------------------------------------------------------------------------- quirk 5

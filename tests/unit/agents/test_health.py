@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from pipeline.agents.health import Readiness
+from pipeline.agents.health import BROKER_SILENCE_S, Readiness
 
 
 def test_ready_when_every_check_holds() -> None:
@@ -20,6 +20,8 @@ def test_ready_when_every_check_holds() -> None:
     ({"recovering": True}, "recovered"),
     ({"lag": 11}, "caught_up"),
     ({"brain_pages": None}, "brain"),
+    ({"broker_silence_s": BROKER_SILENCE_S + 0.1}, "broker"),  # cut off from the broker: its view is stale
+    ({"broker_silence_s": None}, "broker"),  # no Fetch answer yet
 ])
 def test_each_failed_check_makes_it_not_ready(change: dict[str, object], failed: str) -> None:
     values: dict[str, object] = {"partitions": 2, "recovering": False, "lag": 0, "max_lag": 10, "brain_pages": 5}

@@ -44,3 +44,14 @@ def test_a_memory_store_without_its_key_map_is_refused() -> None:
     with pytest.raises(CompatError, match=r"compat patch faust-internals: faust\.stores\.memory\.Store instance has no "
                                           r"_key_partition"):
         faust_internals.FaustInternals().key_partitions(store)
+
+
+def test_newest_fetch_of_a_real_app_consumer() -> None:
+    """Faust's consumer keeps no aiokafka consumer before it starts (None: no Fetch answer yet); a
+    consumer without the thread attribute is refused, not read as silent."""
+    access = faust_internals.FaustInternals()
+    app = faust.App("internals-fetch", broker="kafka://127.0.0.1:1", store="memory://")
+    consumer = app.consumer  # created here, not started: its thread has no aiokafka consumer yet
+    assert access.newest_fetch_ms(consumer) is None
+    with pytest.raises(CompatError, match="has no _thread"):
+        access.newest_fetch_ms(object())

@@ -173,22 +173,71 @@ def test_rendered_commands_are_shell_safe() -> None:
     assert is_our_command(command)
 
 
-def test_the_console_script_is_found_without_path(tmp_path: Path) -> None:
-    """With no .venv/bin (nor anything else useful) on PATH, the hook command still names this
-    installation's console script by absolute path: the fast entry, not 'python -m pipeline'."""
+def test_the_installed_command_starts_the_hook_without_path_site_or_environment(tmp_path: Path) -> None:
+    """With nothing useful on PATH, bootstrap names this installation's interpreter and the hook's
+    launcher by absolute path, with -I -S (no site-packages scan). That exact command, run by a shell
+    as a harness does, is the hook: exit 0, nothing printed, the heartbeat says why (no worker
+    listens); with other arguments it is the whole CLI, site-packages back on."""
+    import shlex
     import subprocess
     import sys
-    import sysconfig
 
-    script = Path(sysconfig.get_path("scripts")) / "volunteer"
-    assert script.is_file(), "the console script of this installation ('pip install -e .')"
+    from pipeline.hook.install import LAUNCHER
+
     done = subprocess.run([sys.executable, "-m", "pipeline", "bootstrap"], capture_output=True, text=True,
                           env={"HOME": str(tmp_path), "PATH": "/nonexistent"}, timeout=60)
     assert done.returncode == 0, done.stderr
     command = json.loads((tmp_path / ".claude" / "settings.json").read_text())["hooks"]["UserPromptSubmit"][0][
         "hooks"][0]["command"]
-    assert command == f"{script} hook user-prompt"
-    assert "from pipeline.hook.entry import main" in script.read_text()
+    assert command == f"{sys.executable} -I -S {LAUNCHER} hook user-prompt"
+    assert is_our_command(command)
+    assert list((LAUNCHER.parent / "__pycache__").glob("user_prompt.*.pyc")), "bootstrap writes the byte-code cache"
+    env = {"HOME": str(tmp_path), "PATH": "/nonexistent", "PYTHONPATH": str(tmp_path / "nothing-here")}
+    hook = subprocess.run(["/bin/sh", "-c", command], input=b'{"session_id": "s1", "prompt": "Alice Example?"}',
+                          capture_output=True, env=env, timeout=60)
+    assert (hook.returncode, hook.stdout, hook.stderr) == (0, b"", b"")
+    beat = json.loads((tmp_path / ".local" / "state" / "volunteer" / "hooks" / "heartbeat.json").read_text())
+    assert beat["channels"]["claude-code"]["last_reason"] == "no_worker"
+    cli = shlex.split(command)[:-2]
+    version = subprocess.run([*cli, "--version"], capture_output=True, text=True, env=env, timeout=60)
+    assert version.returncode == 0 and version.stdout.startswith("volunteer, version"), version.stderr
+    helped = subprocess.run([*cli, "hook", "user-prompt", "--help"], capture_output=True, text=True, env=env,
+                            timeout=60)
+    assert helped.returncode == 0 and "Usage: volunteer hook user-prompt" in helped.stdout, helped.stderr
+
+
+def test_the_launcher_keeps_its_own_folder_off_the_import_path(tmp_path: Path) -> None:
+    """Run without -I, the launcher's folder (which holds an ``http.py``) would come first on
+    sys.path and stand in for the stdlib's modules; the launcher takes it off before importing."""
+    import subprocess
+    import sys
+
+    from pipeline.hook.install import LAUNCHER
+
+    probe = subprocess.run([sys.executable, "-S", str(LAUNCHER), "hook", "user-prompt"],
+                           input=b'{"session_id": "s1", "prompt": "x"}', capture_output=True,
+                           env={"HOME": str(tmp_path), "VOLUNTEER_HOOKS": "1"}, timeout=60)
+    assert probe.returncode == 0 and probe.stderr == b""
+    code = "\n".join([  # the folder first on sys.path, as 'python launch.py' has it
+        f"import runpy, sys; sys.path.insert(0, {str(LAUNCHER.parent)!r}); sys.argv = ['x', '--version']",
+        "try:",
+        f"    runpy.run_path({str(LAUNCHER)!r}, run_name='__main__')",
+        "except SystemExit:",
+        "    pass",
+        "import http.client",
+        "print(http.client.__file__)"])
+    shown = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                           env={"HOME": str(tmp_path)}, timeout=60)
+    assert shown.returncode == 0 and shown.stdout.startswith("volunteer, version"), shown.stderr
+    assert "pipeline" not in shown.stdout.splitlines()[-1]  # the stdlib's http, not pipeline/hook/http.py
+
+
+@pytest.mark.parametrize(("command", "ours"), [
+    ("/v/bin/python -I -S /v/lib/python3.11/site-packages/pipeline/hook/launch.py hook user-prompt", True),
+    ("/v/bin/python -I -S /elsewhere/launch.py hook user-prompt", False),
+])
+def test_the_launcher_command_is_recognised(command: str, ours: bool) -> None:
+    assert is_our_command(command) is ours
 
 
 def test_a_symlinked_settings_file_stays_a_link_and_keeps_its_mode(tmp_path: Path) -> None:
