@@ -65,7 +65,11 @@ def rss_bytes() -> int:
 
 def clear_text_caches(brain: BrainIndex | None = None) -> None:
     """Empty the memo caches so a pass measures first sight of every surface, word and query."""
-    for cache in (extract_mod._surface_cache, extract_mod._handle_cache, extract_mod._weak_cache):
+    from pipeline.core import op as op_mod
+    from pipeline.core import resolve as resolve_mod
+
+    for cache in (extract_mod._surface_cache, extract_mod._handle_cache, extract_mod._weak_cache,
+                  extract_mod._text_memo, op_mod._window_memo, resolve_mod._relevance_memo):
         cache.clear()
     if brain is not None:
         brain._query_cache.clear()

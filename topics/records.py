@@ -166,7 +166,7 @@ def decode_turn_fields(
         raise InvalidRecord("missing_field", "field 'role' is required")
     if not isinstance(role, str):
         raise InvalidRecord("wrong_type", f"field 'role' must be a string, got {type(role).__name__}")
-    role_lc = role.strip().lower()
+    role_lc = role if role == "user" or role == "assistant" else role.strip().lower()
     if role_lc not in ROLES:
         raise InvalidRecord("unknown_role", "field 'role' must be 'user' or 'assistant'")
 
@@ -177,11 +177,14 @@ def decode_turn_fields(
         raise InvalidRecord("wrong_type", f"field 'text' must be a string, got {type(text).__name__}")
     if len(text) > max_text_bytes:
         raise InvalidRecord("text_too_large", f"field 'text' is over the limit of {max_text_bytes} bytes")
-    try:
-        # One C-speed pass both measures the UTF-8 size and rejects lone surrogates (JSON "\ud800").
-        encoded_len = len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidRecord("invalid_utf8", "field 'text' contains a lone surrogate") from None
+    if text.isascii():  # a flag of the string: its UTF-8 is its length, and it holds no surrogate
+        encoded_len = len(text)
+    else:
+        try:
+            # One C-speed pass both measures the UTF-8 size and rejects lone surrogates (JSON "\ud800").
+            encoded_len = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise InvalidRecord("invalid_utf8", "field 'text' contains a lone surrogate") from None
     if encoded_len > max_text_bytes:
         raise InvalidRecord("text_too_large", f"field 'text' is over the limit of {max_text_bytes} bytes")
 
@@ -197,8 +200,9 @@ def decode_turn_fields(
             raise InvalidRecord("invalid_turn", f"field 'turn' must be between 1 and {MAX_TURN_NUMBER}")
 
     ts_ms = parse_ts_ms(obj["ts"]) if obj.get("ts") is not None else None
-    source_id = _check_identifier(obj, "source_id", required=False, max_chars=256)
-    channel = _check_identifier(obj, "channel", required=False, max_chars=64)
+    # Most records name neither: no call then.
+    source_id = None if obj.get("source_id") is None else _check_identifier(obj, "source_id", required=False, max_chars=256)
+    channel = None if obj.get("channel") is None else _check_identifier(obj, "channel", required=False, max_chars=64)
 
     stripped = js_trim(text)  # the reference trims with JavaScript's whitespace set
     if not stripped:
