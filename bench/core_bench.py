@@ -11,7 +11,8 @@ Figures (see docs/performance.md, "Decision core"):
 - the same on a synthetic brain of ``--pages`` pages with generated sessions that name its pages;
 - op mode (``volunteer_context`` on the 450 conformance op windows): calls/s and window turns/s;
 - per-stage microseconds per turn: extract, merge, resolve, gate, and synopsis per page;
-- brain build time and resident-memory growth.
+- 100k-page brain: index build CPU seconds, its memory, replay turns per CPU-second, each as a ratio
+  to issue 15's target; and loading the same brain from a brain directory.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ import json
 import os
 import random
 import resource
+import subprocess
 import sys
+import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -61,7 +65,11 @@ def rss_bytes() -> int:
 
 def clear_text_caches(brain: BrainIndex | None = None) -> None:
     """Empty the memo caches so a pass measures first sight of every surface, word and query."""
-    for cache in (extract_mod._surface_cache, extract_mod._handle_cache, extract_mod._weak_cache):
+    from pipeline.core import op as op_mod
+    from pipeline.core import resolve as resolve_mod
+
+    for cache in (extract_mod._surface_cache, extract_mod._handle_cache, extract_mod._weak_cache,
+                  extract_mod._text_memo, op_mod._window_memo, resolve_mod._relevance_memo):
         cache.clear()
     if brain is not None:
         brain._query_cache.clear()
@@ -197,16 +205,112 @@ def measure(pages_n: int = 100_000, sessions_n: int = 2_000) -> dict[str, Any]:
     out["conformance"] = {"turns": turns, "cold_per_s": cold, "steady_per_s": warm,
                           "stages_us": stage_costs(sessions, brain), "pages": brain.live_page_count}
     pages, names = synthetic_brain(pages_n)
-    started = time.perf_counter()
-    big = BrainIndex.build(pages)
-    build_s = time.perf_counter() - started
+    fig, big = index_figures(pages)
     gc.freeze()
     syn = synthetic_sessions(names, sessions_n)
     turns, cold, warm = replay_rates(syn, big)
     out["synthetic"] = {"turns": turns, "cold_per_s": cold, "steady_per_s": warm, "pages": pages_n,
-                        "stages_us": stage_costs(syn, big), "build_s": build_s,
+                        "stages_us": stage_costs(syn, big), "build_s": fig["cpu_s"], "index": fig,
+                        "steady_per_cpu_s": steady_per_cpu_second(syn, big),
                         "synopsis_us_per_page": synopsis_us(pages)}
     return out
+
+
+# ----------------------------------------------------------------------------- 100k-page brain
+
+BRAIN_TARGETS = {"build_cpu_s": 0.5, "index_mib": 60.0, "turns_per_cpu_s": 35_000.0}
+"""Issue 15's figures for a 100,000-page brain: index build CPU seconds, its memory, replay rate."""
+
+
+def index_figures(pages: list[Page]) -> tuple[dict[str, float], BrainIndex]:
+    """One index build as a worker does it at start-up (garbage collector on) and the index.
+
+    ``cpu_s`` / ``wall_s``: that build's CPU (user + system of this process) and wall seconds;
+    ``rss_mib``: resident memory it still holds after a collection (the pages were there before);
+    ``traced_mib`` / ``traced_peak_mib``: a second build under ``tracemalloc``, Python heap kept and
+    its peak during the build (allocator slack and arenas not included, unlike ``rss_mib``).
+    """
+    gc.collect()
+    rss0 = rss_bytes()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    index = BrainIndex.build(pages)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    gc.collect()
+    rss = rss_bytes() - rss0
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    again = BrainIndex.build(pages)
+    kept, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del again
+    gc.collect()
+    return ({"cpu_s": cpu, "wall_s": wall, "rss_mib": rss / 2**20, "traced_mib": (kept - base) / 2**20,
+             "traced_peak_mib": (peak - base) / 2**20, "live_pages": float(index.live_page_count),
+             "alias_rows": float(index.alias_row_count)}, index)
+
+
+def directory_figures(pages: list[Page]) -> dict[str, float]:
+    """``load_brain_dir`` of the same pages written as a brain directory (pages.jsonl), in a fresh
+    process so nothing freed earlier hides its memory: CPU seconds and resident memory of the whole
+    brain (reading, parsing, checking, pages and index)."""
+    with tempfile.TemporaryDirectory(prefix="brain-bench-") as tmp:
+        path = Path(tmp) / "pages.jsonl"
+        with open(path, "wb") as fh:
+            for p in pages:
+                fh.write(orjson.dumps({"id": p.id, "slug": p.slug, "title": p.title, "type": p.type,
+                                       "compiled_truth": p.compiled_truth, "frontmatter": p.frontmatter,
+                                       "deleted": p.deleted}) + b"\n")
+        out = subprocess.run([sys.executable, "-c", _LOAD_DIR, tmp], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout
+        cpu, rss = (float(x) for x in out.split())
+        return {"cpu_s": cpu, "rss_mib": rss / 2**20, "file_mib": path.stat().st_size / 2**20}
+
+
+_LOAD_DIR = """
+import gc, resource, sys, time
+from pipeline.braindir import load_brain_dir
+def rss():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * resource.getpagesize()
+gc.collect()
+before, started = rss(), time.process_time()
+brain = load_brain_dir(sys.argv[1])
+cpu = time.process_time() - started
+gc.collect()
+print(cpu, rss() - before)
+"""
+
+
+def steady_per_cpu_second(sessions: list[Session], brain: BrainIndex, repeats: int = 3) -> float:
+    """Replay turns per CPU-second (this process's user + system time), best of ``repeats`` warm passes."""
+    run_sessions(sessions, brain)
+    best = float("inf")
+    turns = 0
+    for _ in range(repeats):
+        cpu0 = time.process_time()
+        turns = run_sessions(sessions, brain)
+        best = min(best, time.process_time() - cpu0)
+    return turns / best
+
+
+def brain_rows(index: dict[str, float], per_cpu_s: float, directory: dict[str, float] | None = None) -> list[tuple[str, str]]:
+    """(what, figure) rows of the 100k-page brain, each as a ratio to its target (≤ 1 meets a
+    ceiling, ≥ 1 meets a floor)."""
+    t = BRAIN_TARGETS
+    rows = [
+        ("index build, CPU seconds (one build, collector on)",
+         f"{index['cpu_s']:.2f} s = {index['cpu_s'] / t['build_cpu_s']:.2f}x target ≤ {t['build_cpu_s']} s "
+         f"({index['wall_s']:.2f} s wall)"),
+        ("index memory, resident after the build (Python heap kept / peak)",
+         f"{index['rss_mib']:.0f} MiB = {index['rss_mib'] / t['index_mib']:.2f}x target ≤ {t['index_mib']:.0f} MiB "
+         f"({index['traced_mib']:.0f} / {index['traced_peak_mib']:.0f} MiB)"),
+        ("replay through step, steady, turns per CPU-second",
+         f"{per_cpu_s:,.0f} = {per_cpu_s / t['turns_per_cpu_s']:.2f}x target ≥ {t['turns_per_cpu_s']:,.0f}"),
+    ]
+    if directory is not None:
+        rows.append((f"whole brain from a directory ({directory['file_mib']:.0f} MiB pages.jsonl): load_brain_dir",
+                     f"{directory['cpu_s']:.2f} s CPU, +{directory['rss_mib']:.0f} MiB resident (pages and index)"))
+    return rows
 
 
 def report_synopsis(pages: list[Page]) -> None:
@@ -340,17 +444,13 @@ def main() -> None:
 
     print(f"\nSynthetic brain ({args.pages:,} pages)")
     pages, names = synthetic_brain(args.pages)
-    gc.collect()
-    before = rss_bytes()
-    t0 = time.perf_counter()
-    big = BrainIndex.build(pages)
-    build_s = time.perf_counter() - t0
-    gc.collect()
-    grown = rss_bytes() - before
-    print(f"  index build: {build_s:.2f} s, resident memory +{grown / 2**20:.0f} MiB for the index "
-          f"({big.live_page_count:,} live pages, {big.alias_row_count:,} alias rows)")
+    fig, big = index_figures(pages)
+    directory = directory_figures(pages)
+    print(f"  index: {big.live_page_count:,} live pages, {big.alias_row_count:,} alias rows; {os.getloadavg()[0]:.2f} load")
     gc.freeze()
     syn = synthetic_sessions(names, args.sessions)
+    for what, figure in brain_rows(fig, steady_per_cpu_second(syn, big), directory):
+        print(f"  {what:<72} {figure}")
     report_replay("generated sessions", syn, big)
     report_stages(syn, big)
     report_synopsis(pages)

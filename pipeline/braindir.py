@@ -13,13 +13,16 @@ other pages load.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from sys import intern
+from typing import Any, BinaryIO
 
 import orjson
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.pages import AliasRow, Page
+from pipeline.gcpause import collector_paused
 from pipeline.pagecheck import page_problem, refusal
 
 log = logging.getLogger(__name__)
@@ -32,17 +35,32 @@ class BrainDirError(ValueError):
     """A brain directory that cannot be loaded; the message names the file and line."""
 
 
-def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of every non-blank line, one at a time: the file is read line by
+    line, so a 100,000-page file is never held whole, nor all its parsed objects at once."""
     try:
-        raw = path.read_bytes()
+        handle = path.open("rb")
     except OSError as exc:
         raise BrainDirError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    out: list[tuple[int, dict[str, Any]]] = []
-    for lineno, line in enumerate(raw.split(b"\n"), start=1):
-        if not line.strip():
+    with handle:
+        yield from _parsed(path, handle)
+
+
+def _parsed(path: Path, handle: BinaryIO) -> Iterator[tuple[int, dict[str, Any]]]:
+    loads = orjson.loads
+    lineno = 0
+    while True:
+        try:
+            line = handle.readline()
+        except OSError as exc:
+            raise BrainDirError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        if not line:
+            return
+        lineno += 1
+        if line.isspace():
             continue
         try:
-            obj = orjson.loads(line)
+            obj = loads(line)
         except orjson.JSONDecodeError as exc:
             try:
                 line.decode("utf-8")
@@ -51,8 +69,7 @@ def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
             raise BrainDirError(f"{path}:{lineno}: not valid JSON ({exc})") from None
         if not isinstance(obj, dict):
             raise BrainDirError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-        out.append((lineno, obj))
-    return out
+        yield lineno, obj
 
 
 def _field(
@@ -72,6 +89,9 @@ def _field(
 
 
 def _page(position: int, lineno: int, obj: dict[str, Any], path: Path) -> Page:
+    page = _plain_page(position, obj)
+    if page is not None:
+        return page
     where = f"{path}:{lineno}"
     frontmatter = dict(_field(obj, "frontmatter", dict, where, default={}))
     if "aliases" not in frontmatter and obj.get("aliases") is not None:
@@ -92,6 +112,37 @@ def _page(position: int, lineno: int, obj: dict[str, Any], path: Path) -> Page:
     )
 
 
+def _plain_page(position: int, obj: dict[str, Any]) -> Page | None:
+    """The page of a line whose fields all have their expected types, without :func:`_field`'s
+    per-field checks and messages; ``None`` sends the line through :func:`_page`'s checked path,
+    which reports what is wrong. Same result as that path for every line it accepts."""
+    get = obj.get
+    page_id, slug, title = get("id", position), get("slug"), get("title")
+    source, kind, body = get("source_id"), get("type"), get("compiled_truth")
+    frontmatter, deleted = get("frontmatter"), get("deleted")
+    if page_id is None:
+        page_id = position
+    if (type(page_id) is not int or type(slug) is not str or not slug or type(title) is not str
+            or not (source is None or (type(source) is str and source))
+            or not (kind is None or type(kind) is str) or not (body is None or type(body) is str)
+            or not (deleted is None or type(deleted) is bool)):
+        return None
+    if frontmatter is None:
+        frontmatter = {}
+    elif type(frontmatter) is not dict:
+        return None
+    if "aliases" not in frontmatter:
+        aliases = get("aliases")
+        if aliases is not None:
+            if not isinstance(aliases, list | str):
+                return None
+            frontmatter = {**frontmatter, "aliases": aliases}
+    # source and type repeat on every line: one shared string each instead of one per page
+    return Page(page_id, slug, title, intern(source) if source else "default",
+                intern(kind) if kind is not None else "person", body or "", frontmatter,
+                bool(deleted) or get("deleted_at") is not None)
+
+
 def iter_brain_dir(path: str | Path, refused: list[str] | None = None) -> tuple[list[Page], list[AliasRow] | None]:
     """Pages in file order, and the alias rows of ``aliases.jsonl`` (``None`` when there is none).
 
@@ -105,8 +156,10 @@ def iter_brain_dir(path: str | Path, refused: list[str] | None = None) -> tuple[
     if not pages_path.is_file():
         raise BrainDirError(f"{pages_path}: missing (a brain directory needs {PAGES_FILE})")
     pages: list[Page] = []
-    first_line_of_id: dict[int, int] = {}
-    first_line_of_key: dict[tuple[str, str], int] = {}
+    lines: list[int] = []  # line of each kept page
+    first_of_id: dict[int, int] = {}  # page id -> index in pages
+    first_of_slug: dict[str, int] = {}  # slug -> index of its first page, whichever source
+    other_sources: dict[tuple[str, str], int] = {}  # (source, slug) of later pages sharing a slug
     for position, (lineno, obj) in enumerate(_lines(pages_path), start=1):
         page = _page(position, lineno, obj, pages_path)
         problem = page_problem(page)
@@ -117,17 +170,21 @@ def iter_brain_dir(path: str | Path, refused: list[str] | None = None) -> tuple[
             else:
                 refused.append(line)
             continue
-        if page.id in first_line_of_id:
-            raise BrainDirError(f"{pages_path}:{lineno}: page id {page.id} already used on line {first_line_of_id[page.id]}")
-        key = (page.source_id, page.slug)
-        if key in first_line_of_key:
-            raise BrainDirError(
-                f"{pages_path}:{lineno}: slug {page.slug!r} in source {page.source_id!r} already defined on line "
-                f"{first_line_of_key[key]}"
-            )
-        first_line_of_id[page.id] = lineno
-        first_line_of_key[key] = lineno
+        n = len(pages)
+        first = first_of_id.setdefault(page.id, n)
+        if first != n:
+            raise BrainDirError(f"{pages_path}:{lineno}: page id {page.id} already used on line {lines[first]}")
+        first = first_of_slug.setdefault(page.slug, n)
+        if first != n:
+            if pages[first].source_id != page.source_id:
+                first = other_sources.setdefault((page.source_id, page.slug), n)
+            if first != n:
+                raise BrainDirError(
+                    f"{pages_path}:{lineno}: slug {page.slug!r} in source {page.source_id!r} already defined on line "
+                    f"{lines[first]}"
+                )
         pages.append(page)
+        lines.append(lineno)
 
     aliases_path = root / ALIASES_FILE
     if not aliases_path.exists():
@@ -146,6 +203,7 @@ def iter_brain_dir(path: str | Path, refused: list[str] | None = None) -> tuple[
 
 
 def load_brain_dir(path: str | Path) -> BrainIndex:
-    """Load and index a brain directory."""
-    pages, aliases = iter_brain_dir(path)
-    return BrainIndex.build(pages, aliases)
+    """Load and index a brain directory (collector paused: nothing it builds is cyclic garbage)."""
+    with collector_paused():
+        pages, aliases = iter_brain_dir(path)
+        return BrainIndex.build(pages, aliases)

@@ -31,9 +31,10 @@ def slug_problem(slug: str) -> str | None:
         return "the slug is empty"
     if len(slug) > MAX_SLUG_CHARS:
         return f"the slug is longer than {MAX_SLUG_CHARS} characters"
-    for char in slug:
-        if unicodedata.category(char) in ("Cc", "Zl", "Zp") or char == "\x7f":
-            return f"the slug holds a control character (U+{ord(char):04X})"
+    if not (slug.isascii() and slug.isprintable()):  # printable ASCII holds none: skip the scan
+        for char in slug:
+            if unicodedata.category(char) in ("Cc", "Zl", "Zp") or char == "\x7f":
+                return f"the slug holds a control character (U+{ord(char):04X})"
     for token in _FORBIDDEN_IN_SLUG:
         if token in slug:
             return f"the slug holds {token!r}"
@@ -47,7 +48,9 @@ def page_problem(page: Page) -> str | None:
         return problem
     if len(page.title) > MAX_TITLE_CHARS:
         return f"the title is longer than {MAX_TITLE_CHARS:,} characters"
-    if len(page.compiled_truth.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
+    body = page.compiled_truth
+    # at most 4 UTF-8 bytes per code point: most bodies are settled without encoding them
+    if len(body) * 4 > MAX_BODY_BYTES and len(body.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
         return f"the body is larger than {MAX_BODY_BYTES:,} bytes"
     return None
 

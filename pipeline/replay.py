@@ -84,7 +84,7 @@ def replay_lines(
     summary = ReplaySummary()
     states: dict[str, SessionState] = {}
     for lineno, raw in enumerate(lines, start=1):
-        if not raw.strip():
+        if not raw or raw.isspace():  # a blank line (bytes.isspace: the whitespace bytes.strip strips)
             continue
         summary.lines += 1
         try:

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from sys import intern
 from typing import Any
 
 import orjson
@@ -27,6 +28,7 @@ from psycopg import errors
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.pages import AliasRow, Page
+from pipeline.gcpause import collector_paused
 from sinks.db import ConnOrInfo, borrowed
 from sinks.schema import BRAIN_TRIGGERS, BRAIN_TRUNCATE_TRIGGER
 
@@ -104,6 +106,11 @@ def load_brain_snapshot(target: ConnOrInfo, source_ids: Sequence[str] | None = N
     ``source_ids`` limits the load to those sources (None = every source). A missing
     ``page_aliases`` table gives no alias rows; a missing ``pages`` table raises ``UndefinedTable``.
     """
+    with collector_paused():  # nothing the load builds is cyclic garbage (pipeline/gcpause.py)
+        return _load_brain_snapshot(target, source_ids)
+
+
+def _load_brain_snapshot(target: ConnOrInfo, source_ids: Sequence[str] | None) -> BrainSnapshot:
     started = time.perf_counter()
     scope = list(source_ids) if source_ids is not None else None
     where = "WHERE source_id = ANY(%s)" if scope is not None else ""
@@ -119,10 +126,12 @@ def load_brain_snapshot(target: ConnOrInfo, source_ids: Sequence[str] | None = N
             with conn.cursor() as cur:
                 cur.execute(PAGES_SQL.format(where=where), params)
                 # In chunks: one fetchall of 100k rows is a single C call that holds the interpreter
-                # lock (and so a worker's event loop, which reloads in a thread) for ~0.1 s.
+                # lock (and so a worker's event loop, which reloads in a thread) for ~0.1 s. Source and
+                # type repeat on every row: interned, one string each instead of two per page.
                 while rows := cur.fetchmany(FETCH_CHUNK):
                     pages.extend(
-                        Page(id=r[0], slug=r[1], title=r[2], source_id=r[3], type=r[4], compiled_truth=r[5],
+                        Page(id=r[0], slug=r[1], title=r[2], source_id=intern(r[3]), type=intern(r[4]),
+                             compiled_truth=r[5],
                              frontmatter=_mapping(loads(r[6])), deleted=r[7])
                         for r in rows
                     )

@@ -192,14 +192,14 @@ class WrittenBatch(Protocol):
     def dead(self) -> list[tuple[bytes | None, bytes]]: ...
 
     @property
-    def attempts(self) -> int: ...
+    def committed(self) -> bool: ...
 
 
 R = TypeVar("R", bound=WrittenBatch)
 R_co = TypeVar("R_co", bound=WrittenBatch, covariant=True)
 
 
-class BatchWriter(Protocol[R_co]):
+class WritesBatches(Protocol[R_co]):
     """A database writer: decodes a batch and writes it, returning once committed or stopping."""
 
     async def write(self, records: Sequence[InRecord], now_ms: int, should_stop: Callable[[], bool]) -> R_co: ...
@@ -207,7 +207,7 @@ class BatchWriter(Protocol[R_co]):
 
 def stopped_unwritten(result: WrittenBatch) -> bool:
     """The writer gave up because the worker is stopping while the database is away."""
-    return result.attempts < 0
+    return not result.committed
 
 
 class WriteCommit(Generic[R]):
@@ -227,7 +227,7 @@ class WriteCommit(Generic[R]):
     WHAT: ClassVar[str] = "dead-lettering"
     """How a failing dead-letter publish is named in the warning."""
 
-    def __init__(self, ctx: AgentContext, writer: BatchWriter[R]) -> None:
+    def __init__(self, ctx: AgentContext, writer: WritesBatches[R]) -> None:
         self.ctx = ctx
         self.writer = writer
 

@@ -17,6 +17,7 @@ from typing import Any
 import regex
 
 from pipeline.core.jscompat import JS_WS, utf16_len
+from pipeline.core.memo import Memo
 from pipeline.core.normalize import JS_WHITESPACE, normalize_alias
 
 Candidate = tuple[str, str, str, bool]
@@ -162,10 +163,31 @@ def _bounded(cache: dict[str, Any]) -> dict[str, Any]:
     return cache
 
 
+_TEXT_MEMO_CHARS = 1024
+_text_memo: Memo[str, list[Candidate]] = Memo(8192)
+
+
 def extract_candidates(text: object) -> list[Candidate]:
-    """Candidates of one turn: strong ones first (≤12), then weak lowercase (≤32), then CJK (≤24)."""
+    """Candidates of one turn: strong ones first (≤12), then weak lowercase (≤32), then CJK (≤24).
+
+    Memoised per text (texts up to 1,024 characters, 8,192 of them, :class:`~pipeline.core.memo.Memo`): chat
+    repeats itself ("ok", "thanks", templated bot turns), and the result depends on the text alone.
+    The list returned may be shared between calls, so callers never mutate it (none does: the window
+    keeps it as it is and the merge only reads it).
+    """
     if not isinstance(text, str) or not text:
         return []
+    if len(text) > _TEXT_MEMO_CHARS:
+        return _extract(text)
+    cands = _text_memo.get(text)
+    if cands is None:
+        cands = _extract(text)
+        _text_memo.put(text, cands)
+    return cands
+
+
+def _extract(text: str) -> list[Candidate]:
+    """:func:`extract_candidates` without the memo."""
 
     # norm -> [sighting, seen_mid_sentence]; dict order is first-seen order (handles first).
     acc: dict[str, list[Any]] = {}

@@ -7,17 +7,19 @@ call it, so they cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Final
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import Candidate, extract_candidates
 from pipeline.core.gate import gate
 from pipeline.core.jscompat import is_js_number
+from pipeline.core.memo import Memo
 from pipeline.core.normalize import JS_WHITESPACE
 from pipeline.core.resolve import RESOLVER_POOL, could_resolve, resolve_with_index
 from pipeline.core.tally import DecisionTally
-from pipeline.core.types import VolunteeredPage
-from pipeline.core.window import merge_window, merged_count, parse_window
+from pipeline.core.types import Pointer, VolunteeredPage
+from pipeline.core.window import WindowCandidate, merge_window, merged_count, parse_window
 
 WINDOW_REQUIRED = "window is required unless stats: true"
 
@@ -49,11 +51,14 @@ def decide(
     collapse_display: bool = True,
     tally: DecisionTally | None = None,
     resolvable: bool | None = None,
+    keep: AbstractSet[str] | None = None,
 ) -> list[VolunteeredPage]:
     """``volunteerContext`` over turns given as ``(role, cached candidates)``, oldest first.
 
     ``tally``, when given, counts candidates, pointers and drops (metrics); it never changes the result.
     ``resolvable``: the caller's :func:`could_resolve` of these turns, when it already knows it.
+    ``keep``: the norms of these turns that can matter (the union of their
+    :func:`~pipeline.core.resolve.turn_relevance`), so only those are merged and resolved.
     """
     if not turns or not source_ids:
         return []
@@ -63,10 +68,22 @@ def decide(
         if tally is not None:
             tally.record(merged_count(turns), (), exclude_slugs, ())
         return []
-    candidates = merge_window(turns)
+    if tally is None:  # a tally counts the merge, so it always runs it
+        key = (brain.token, prior_context, lexical_arms, tuple(source_ids), tuple([(role, id(cands)) for role, cands in turns]))
+        hit = _window_memo.get(key)
+        if hit is not None and all(a is b for a, (_role, b) in zip(hit[0], turns, strict=True)):
+            pointers, by_norm = hit[1], hit[2]
+        else:
+            pointers, by_norm = _resolve_window(turns, brain, source_ids, prior_context, lexical_arms, keep)
+            _window_memo.put(key, (tuple([cands for _role, cands in turns]), pointers, by_norm))
+        if not pointers:
+            return []
+        return gate(pointers, by_norm, window_size=len(turns), max_pages=max_pages, min_confidence=min_confidence,
+                    exclude_slugs=exclude_slugs, exclude_slug_prefixes=exclude_slug_prefixes,
+                    collapse_display=collapse_display)
+    candidates = merge_window(turns, keep)
     if not candidates:
-        if tally is not None:
-            tally.record(0, (), exclude_slugs, ())
+        tally.record(0 if keep is None else merged_count(turns), (), exclude_slugs, ())
         return []
     pointers, by_norm = resolve_with_index(
         candidates,
@@ -77,8 +94,7 @@ def decide(
         max_pointers=RESOLVER_POOL,
     )
     if not pointers:
-        if tally is not None:
-            tally.record(len(candidates), (), exclude_slugs, ())
+        tally.record(len(candidates) if keep is None else merged_count(turns), (), exclude_slugs, ())
         return []
     pages = gate(
         pointers,
@@ -90,9 +106,27 @@ def decide(
         exclude_slug_prefixes=exclude_slug_prefixes,
         collapse_display=collapse_display,
     )
-    if tally is not None:
-        tally.record(len(candidates), pointers, exclude_slugs, pages)
+    tally.record(len(candidates) if keep is None else merged_count(turns), pointers, exclude_slugs, pages)
     return pages
+
+
+_window_memo: Memo[tuple[object, ...], tuple[tuple[Sequence[Candidate], ...], list[Pointer], dict[str, WindowCandidate]]]
+_window_memo = Memo(8192)
+"""The resolver's answer per window: keyed by the brain, the options the resolver reads and the
+identity of each turn's candidate list (kept alive by the entry, and compared on a hit, so an id is
+never mistaken for a later list's). The lists are shared between turns of the same text (the memo
+of :func:`~pipeline.core.extract.extract_candidates`), so a window of texts seen before in the same
+order costs only the gate, which reads what differs per session (its surfaced slugs)."""
+
+
+def _resolve_window(turns: Sequence[tuple[str, Sequence[Candidate]]], brain: BrainIndex, source_ids: Sequence[str],
+                    prior_context: str | None, lexical_arms: bool,
+                    keep: AbstractSet[str] | None) -> tuple[list[Pointer], dict[str, WindowCandidate]]:
+    candidates = merge_window(turns, keep)
+    if not candidates:
+        return [], {}
+    return resolve_with_index(candidates, brain, source_ids, prior_context=prior_context, lexical_arms=lexical_arms,
+                              max_pointers=RESOLVER_POOL)
 
 
 def volunteer_context(

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import CJK_CHARS, Candidate
 from pipeline.core.gate import candidates_by_norm
+from pipeline.core.memo import Memo
 from pipeline.core.pages import Page
 from pipeline.core.types import ARM_CONFIDENCE, Pointer
 from pipeline.core.window import WindowCandidate
@@ -54,6 +55,80 @@ def could_resolve(turns: Sequence[tuple[str, Sequence[Candidate]]], brain: Brain
             if _CJK_FIRST <= norm[:1] <= _CJK_LAST and (brain.ids_with_title(norm) or brain.ids_with_slug(norm)):
                 return True
     return False
+
+
+_odd_titles: dict[object, frozenset[str]] = {}
+"""brain token -> norms of live titles whose lowercase is not already their norm (see below)."""
+
+
+def _plain_title(title: str) -> bool:
+    """Cheap proof that ``normalize_alias(title) == title.lower()``: ASCII (NFKC changes nothing),
+    printable (no whitespace but the space), single spaces inside, no space or quote/bracket at
+    either end (nothing to trim or strip)."""
+    return (title.isascii() and title.isprintable() and "  " not in title and title[:1] not in _NOT_FIRST
+            and title[-1:] not in _NOT_LAST)
+
+
+_NOT_FIRST = " \"'`[("  # '' is "in" every string: an empty title is not plain (its norm is '' too)
+_NOT_LAST = " \"'`])"
+
+
+def _odd_title_norms(brain: BrainIndex) -> frozenset[str]:
+    """Title norms that are not a lowercased title, computed once per brain (two brains kept: the
+    live one and the one it replaces)."""
+    odd = _odd_titles.get(brain.token)
+    if odd is None:
+        found: set[str] = set()
+        for page in brain.pages_by_id.values():
+            title = page.title
+            if not _plain_title(title):
+                norm = brain.title_norm(page)
+                if norm != title.lower():
+                    found.add(norm)
+        if len(_odd_titles) >= 2:
+            _odd_titles.clear()
+        odd = _odd_titles[brain.token] = frozenset(found)
+    return odd
+
+
+def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool, frozenset[str]]:
+    """One turn's candidates against ``brain``: whether the turn is live (:func:`could_resolve`),
+    and the norms that can make any difference to a decision over a window holding this turn.
+
+    A norm matters when it has something to resolve to (the :func:`could_resolve` tests) or names a
+    page title (then it may label that page's pointer). Every other candidate only takes a place in
+    the salience order, which matters only when the window has more candidates than the merge keeps;
+    :func:`pipeline.core.window.merge_window` with ``keep`` checks that and merges everything then.
+    """
+    memo = _relevance_memo.get(id(cands))
+    if memo is not None and memo[0] is cands and memo[1] is brain.token:
+        return memo[2], memo[3]
+    alias = brain.alias_index
+    query_info = brain.query_info
+    odd = _odd_title_norms(brain)
+    live = False
+    keep: list[str] = []
+    for _display, query, norm, _weak in cands:
+        if norm in alias:
+            hit = True
+        else:
+            info = query_info(query)
+            hit = bool(info[3] or info[4]) or (
+                _CJK_FIRST <= norm[:1] <= _CJK_LAST and bool(brain.ids_with_title(norm) or brain.ids_with_slug(norm)))
+        if hit:
+            live = True
+            keep.append(norm)
+        elif norm in odd or brain.ids_with_title(norm):
+            keep.append(norm)
+    relevant = frozenset(keep)
+    _relevance_memo.put(id(cands), (cands, brain.token, live, relevant))
+    return live, relevant
+
+
+_relevance_memo: Memo[int, tuple[Sequence[Candidate], object, bool, frozenset[str]]] = Memo(8192)
+""":func:`turn_relevance` per candidate list (by identity: the entry keeps the list alive and a hit
+compares it), for the lists the text memo of :func:`~pipeline.core.extract.extract_candidates`
+hands to every turn of the same text."""
 
 
 def resolve(

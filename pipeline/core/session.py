@@ -20,7 +20,7 @@ from pipeline.core.extract import Candidate, extract_candidates
 from pipeline.core.gate import clamp_window_turns
 from pipeline.core.normalize import JS_WHITESPACE, normalize_alias
 from pipeline.core.op import decide
-from pipeline.core.resolve import could_resolve
+from pipeline.core.resolve import turn_relevance
 from pipeline.core.tally import DecisionTally
 from pipeline.core.turn_context import DEFAULT_REFLEX_MAX_POINTERS, turn_context
 from pipeline.core.types import VolunteeredPage
@@ -75,6 +75,8 @@ class _WindowTurn:
     serialised, and no reference to the brain, which must be freed once swapped out."""
     live: bool = field(default=False, compare=False, repr=False)
     """Whether one of ``candidates`` has something in ``checked`` to resolve to (``could_resolve``)."""
+    relevant: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    """The norms of ``candidates`` that can matter to a decision against ``checked`` (``turn_relevance``)."""
 
 
 @dataclass(slots=True)
@@ -222,7 +224,7 @@ def step(
     live = False
     for wt in state.window:  # each turn is checked once per brain, not once per window it is in
         if wt.checked is not brain.token:
-            wt.live = could_resolve(((wt.role, wt.candidates),), brain)
+            wt.live, wt.relevant = turn_relevance(wt.candidates, brain)
             wt.checked = brain.token
         if wt.live:
             live = True
@@ -251,6 +253,7 @@ def step(
             exclude_slug_prefixes=options.exclude_slug_prefixes,
             collapse_display=options.collapse_display,
             tally=tally,
+            keep=frozenset().union(*[wt.relevant for wt in state.window]) if live else None,
         )
     for page in pointers:
         state.surfaced.setdefault(page.slug, number)

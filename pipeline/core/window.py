@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple
 
 from pipeline.core.extract import MAX_CANDIDATES, MAX_WEAK_CANDIDATES, Candidate, extract_candidates
@@ -99,22 +100,37 @@ _new_candidate = tuple.__new__
 _DISPLAY, _WEAK, _OCC, _NEWEST, _USER, _LAST = 0, 3, 4, 5, 6, 7
 
 
-def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> list[WindowCandidate]:
+def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
+                 keep: AbstractSet[str] | None = None) -> list[WindowCandidate]:
     """Merge per-turn candidates (oldest first) by norm; strong first, each list salience-ordered.
 
     ``turns`` holds ``(role, candidates_of_that_turn)``. Weight = recency + min(occurrences, 4)·0.1
     + 0.15 for a user mention, computed in the reference's operation order so float ties agree.
     Runs on every turn of every session, hence plain lists and no per-candidate function calls.
+
+    ``keep``: only these norms are wanted (the ones that can matter to the resolver,
+    :func:`pipeline.core.resolve.turn_relevance`); the others are left out, which changes nothing
+    for the kept ones while the window has no more sightings of each kind than the merge keeps of it
+    (12 strong, 32 weak). When it has more, the others could push a kept one out of its list, so
+    the whole window is merged instead.
     """
     n = len(turns)
     if not n:
         return []
     acc: dict[str, list[Any]] = {}
     last_idx = n - 1
+    strong_seen = weak_seen = 0
     for i, (role, cands) in enumerate(turns):
         is_user = role == "user"
         newest = i == last_idx
         for display, query, norm, weak in cands:
+            if keep is not None:
+                if weak:
+                    weak_seen += 1
+                else:
+                    strong_seen += 1
+                if norm not in keep:
+                    continue
             e = acc.get(norm)
             if e is None:
                 acc[norm] = [display, query, norm, weak, 1, newest, is_user, i, len(acc)]
@@ -131,6 +147,8 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> list[Windo
                 e[_DISPLAY] = display
                 e[_USER] = True
 
+    if keep is not None and (strong_seen > MAX_CANDIDATES or weak_seen > MAX_WEAK_CANDIDATES):
+        return merge_window(turns)
     strong: list[tuple[float, int, list[Any]]] = []
     weak_ones: list[tuple[float, int, list[Any]]] = []
     for e in acc.values():

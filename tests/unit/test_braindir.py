@@ -9,6 +9,7 @@ import pytest
 
 from pipeline.braindir import BrainDirError, iter_brain_dir, load_brain_dir
 from pipeline.core.op import volunteer_context
+from pipeline.core.pages import Page
 
 
 def write(path: Path, rows: list[object]) -> None:
@@ -75,3 +76,21 @@ def test_missing_directory_or_pages(tmp_path: Path) -> None:
         iter_brain_dir(tmp_path / "nope")
     with pytest.raises(BrainDirError, match=r"pages\.jsonl: missing"):
         iter_brain_dir(tmp_path)
+
+
+def test_every_field_of_a_well_typed_line_and_the_errors_of_an_ill_typed_one(tmp_path: Path) -> None:
+    """Well-typed lines become pages without per-field checks; an ill-typed field still gets its
+    one-line error from the checked path."""
+    full = {"id": 7, "slug": "people/a", "title": "A", "source_id": "s", "type": "company", "compiled_truth": "body",
+            "frontmatter": {"summary": "S"}, "aliases": ["Al"], "deleted_at": "2024-01-01"}
+    write(tmp_path / "pages.jsonl", [full, {"slug": "b", "title": "", "source_id": None, "deleted": False}])
+    pages, _ = iter_brain_dir(tmp_path)
+    assert pages == [Page(7, "people/a", "A", "s", "company", "body", {"summary": "S", "aliases": ["Al"]}, True),
+                     Page(2, "b", "", "default", "person", "", {}, False)]
+    for field, value, message in (("id", 7.0, "field 'id' must be int"), ("id", True, "field 'id' must be int"),
+                                  ("source_id", "", "field 'source_id' must not be empty"),
+                                  ("deleted", 1, "field 'deleted' must be bool"),
+                                  ("aliases", 3, "field 'aliases' must be a list or a string")):
+        write(tmp_path / "pages.jsonl", [{**full, "frontmatter": {}, field: value}])
+        with pytest.raises(BrainDirError, match=message):
+            iter_brain_dir(tmp_path)

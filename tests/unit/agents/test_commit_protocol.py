@@ -16,7 +16,7 @@ from typing import Any
 
 from aiokafka import errors as kafka_errors
 
-from pipeline.agents.batch_types import BatchOutput, InRecord, OpensResult, SinkResult
+from pipeline.agents.batch_types import BatchOutput, InRecord, OpensResult, SinkResult, WriteOutcome
 from pipeline.agents.commit_protocol import PageOpensCommit, SinkCommit, WindowCommit
 from pipeline.agents.context import Counters
 from pipeline.agents.session_table import SessionRecord
@@ -140,7 +140,7 @@ def test_a_sink_batch_is_written_then_dead_lettered_then_acknowledged() -> None:
 
 def test_a_sink_stopping_while_the_database_is_away_acknowledges_nothing() -> None:
     log = Log()
-    ctx = sink_context(log, Producer(log), SinkResult(attempts=-1))
+    ctx = sink_context(log, Producer(log), SinkResult(outcome=WriteOutcome.STOPPED))
     batches = Batches(log)
     assert asyncio.run(SinkCommit(ctx).commit([event(b"k", 0, 1)], batches)) is False
     assert log == ["write"] and batches.acked == []

@@ -196,3 +196,20 @@ def test_skipping_a_dead_window_changes_neither_pages_nor_tally(
     assert decide(cached, conformance_brain, source_ids=sources, tally=quick) == forced
     assert decide(cached, conformance_brain, source_ids=sources) == forced
     assert quick == full
+
+
+@PROPS
+@given(turns=st.lists(TURN, min_size=1, max_size=8), sources=SOURCES, lexical=st.booleans())
+def test_deciding_over_the_relevant_norms_only_changes_neither_pages_nor_tally(
+    conformance_brain: BrainIndex, turns: list[tuple[str, str]], sources: list[str], lexical: bool
+) -> None:
+    from pipeline.core.resolve import turn_relevance
+    from pipeline.core.tally import DecisionTally
+
+    cached = [(role, extract_candidates(text)) for role, text in turns]
+    keep = frozenset().union(*[turn_relevance(cands, conformance_brain)[1] for _, cands in cached])
+    full, sparse = DecisionTally(), DecisionTally()
+    expected = decide(cached, conformance_brain, source_ids=sources, lexical_arms=lexical, tally=full, resolvable=True)
+    assert decide(cached, conformance_brain, source_ids=sources, lexical_arms=lexical, tally=sparse, resolvable=True,
+                  keep=keep) == expected
+    assert sparse == full

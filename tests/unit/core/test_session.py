@@ -220,3 +220,14 @@ def test_activity_time_is_only_what_the_caller_passes() -> None:
     assert state.last_activity_ms is None
     step(state, "user", "hello again", _brain(), source_id="default", options=OPTS, now_ms=1234)
     assert SessionState.from_bytes(state.to_bytes()).last_activity_ms == 1234
+
+
+def test_a_candidate_that_only_names_a_title_still_labels_the_page() -> None:
+    """The label of a page pushed by its alias comes from the window's candidate whose norm is the
+    page title's norm, even when that candidate resolves to nothing itself (a fullwidth letter in the
+    title: its lowercase is not its norm). Such a norm must survive the relevance filter of step."""
+    brain = BrainIndex.build([Page(1, "companies/acme", "\uff21cme Labs", type="company", frontmatter={"aliases": ["acme"]})])
+    state = SessionState()
+    result = step(state, "user", "Acme is ahead. The Acme Labs team agreed.", brain, source_id="default",
+                  options=DecisionOptions())
+    assert [(p.slug, p.display) for p in result.pages] == [("companies/acme", "Acme Labs")]
