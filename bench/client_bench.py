@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from pipeline.client import TurnPublisher, Volunteered, VolunteeredConsumer  # noqa: E402
+from pipeline.core.types import VolunteeredPage  # noqa: E402
 from pipeline.embedded.tansu import EmbeddedBroker  # noqa: E402
 from pipeline.settings import Settings, load_settings  # noqa: E402
 from topics.clients import make_producer  # noqa: E402
@@ -52,9 +53,10 @@ async def seed_volunteered(settings: Settings, count: int, sessions: int) -> Non
             session = f"session-{i % sessions}"
             turn = i // sessions + 1
             page = Volunteered(event_id_for(session, turn, "default", "people/alice-example", "stream"), session,
-                               turn, "people/alice-example", "default", "Alice Example", 0.8500000000000001,
-                               "title", "exact title match", "Partner at Northwind Ventures.", "stream",
-                               "2026-01-01T10:00:00.000Z")
+                               turn, VolunteeredPage("people/alice-example", "default", "Alice Example",
+                                                     0.8500000000000001, "title", "exact title match",
+                                                     "Partner at Northwind Ventures."),
+                               "stream", "2026-01-01T10:00:00.000Z")
             await producer.send(settings.topic_volunteered, page.to_json(), key=session.encode())
         await producer.flush()
     finally:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import psycopg
 
+from pipeline.core.types import VolunteeredPage
 from pipeline.embedded.postgres import EmbeddedPostgres
 from sinks.events import event_columns, insert_events
 from sinks.schema import migrate
@@ -33,9 +34,11 @@ def make_events(n: int) -> list[Volunteered]:
         session, turn, slug = f"session-{i // 40}", i % 40 + 1, f"people/person-{i % 997}"
         out.append(Volunteered(
             event_id=event_id_for(session, turn, "default", slug, "stream"), session_id=session, turn=turn,
-            slug=slug, source_id="default", display=f"Person {i % 997}", confidence=0.8500000000000001,
-            arm="title", rationale=f'exact title match "Person {i % 997}"; mentioned in the newest turn',
-            synopsis="A person.", channel="stream", volunteered_at=rfc3339_ms(base_ms + i),
+            page=VolunteeredPage(slug=slug, source_id="default", display=f"Person {i % 997}",
+                                 confidence=0.8500000000000001, arm="title",
+                                 rationale=f'exact title match "Person {i % 997}"; mentioned in the newest turn',
+                                 synopsis="A person."),
+            channel="stream", volunteered_at=rfc3339_ms(base_ms + i),
         ))
     return out
 

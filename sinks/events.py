@@ -9,7 +9,7 @@ never spliced into SQL. ``bench/sink_bench.py`` compares it with executemany and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,12 +18,18 @@ import psycopg
 
 from topics.records import Volunteered
 
-INSERT_SQL = """
+EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("source_id", "text"), ("slug", "text"), ("confidence", "float8"), ("match_arm", "text"), ("rationale", "text"),
+    ("channel", "text"), ("session_id", "text"), ("turn", "int4"), ("volunteered_at", "timestamptz"),
+)
+"""The columns one event writes, in the order of :data:`INSERT_SQL` and of :func:`event_row`, with
+the PostgreSQL type of the array each travels in."""
+
+INSERT_SQL = f"""
 INSERT INTO context_volunteer_events
-  (source_id, slug, confidence, match_arm, rationale, channel, session_id, turn, volunteered_at)
+  ({", ".join(name for name, _ in EVENT_COLUMNS)})
 SELECT * FROM unnest(
-  %b::text[], %b::text[], %b::float8[], %b::text[], %b::text[], %b::text[], %b::text[], %b::int4[],
-  %b::timestamptz[])
+  {", ".join(f"%b::{kind}[]" for _, kind in EVENT_COLUMNS)})
 ON CONFLICT DO NOTHING
 """
 # ON CONFLICT without a target covers both the full identity index and its partial fallback.
@@ -49,29 +55,30 @@ def parse_volunteered_at(value: str) -> datetime:
     return parsed
 
 
+def event_row(ev: Volunteered) -> tuple[Any, ...]:
+    """One event's values in :data:`EVENT_COLUMNS` order, validated: every value storable."""
+    try:
+        at = parse_volunteered_at(ev.volunteered_at)
+    except ValueError:
+        raise InvalidEvent(ev.event_id, f"volunteered_at {ev.volunteered_at!r} is not RFC 3339") from None
+    if not -2_147_483_648 <= ev.turn <= 2_147_483_647:
+        raise InvalidEvent(ev.event_id, f"turn {ev.turn} does not fit an INTEGER column")
+    page = ev.page
+    row = (page.source_id, page.slug, float(page.confidence), page.arm, page.rationale, ev.channel, ev.session_id,
+           ev.turn, at)
+    if any("\x00" in v for v in row if isinstance(v, str)):
+        raise InvalidEvent(ev.event_id, "a text field contains NUL, which PostgreSQL cannot store")
+    return row
+
+
+def _columns(rows: Iterable[tuple[Any, ...]]) -> list[list[Any]]:
+    """Rows -> one array per column of :data:`EVENT_COLUMNS` (the parameters of :data:`INSERT_SQL`)."""
+    return [list(col) for col in zip(*rows, strict=True)] or [[] for _ in EVENT_COLUMNS]
+
+
 def event_columns(events: Sequence[Volunteered]) -> list[list[Any]]:
-    """The nine column arrays of a batch, validated: every value storable, in table order."""
-    cols: list[list[Any]] = [[] for _ in range(9)]
-    for ev in events:
-        try:
-            at = parse_volunteered_at(ev.volunteered_at)
-        except ValueError:
-            raise InvalidEvent(ev.event_id, f"volunteered_at {ev.volunteered_at!r} is not RFC 3339") from None
-        if not -2_147_483_648 <= ev.turn <= 2_147_483_647:
-            raise InvalidEvent(ev.event_id, f"turn {ev.turn} does not fit an INTEGER column")
-        texts = (ev.source_id, ev.slug, ev.arm, ev.rationale, ev.channel, ev.session_id)
-        if any("\x00" in t for t in texts):
-            raise InvalidEvent(ev.event_id, "a text field contains NUL, which PostgreSQL cannot store")
-        cols[0].append(ev.source_id)
-        cols[1].append(ev.slug)
-        cols[2].append(float(ev.confidence))
-        cols[3].append(ev.arm)
-        cols[4].append(ev.rationale)
-        cols[5].append(ev.channel)
-        cols[6].append(ev.session_id)
-        cols[7].append(ev.turn)
-        cols[8].append(at)
-    return cols
+    """The column arrays of a batch, validated: every value storable, in table order."""
+    return _columns(event_row(ev) for ev in events)
 
 
 async def insert_events(conn: psycopg.AsyncConnection, events: Sequence[Volunteered]) -> int:
@@ -145,13 +152,9 @@ def op_event_storable(ev: OpEvent) -> bool:
 
 
 def op_event_columns(events: Sequence[OpEvent]) -> list[list[Any]]:
-    """The nine column arrays of :data:`INSERT_SQL` for op rows (callers drop unstorable rows first)."""
-    cols: list[list[Any]] = [[] for _ in range(9)]
-    for ev in events:
-        for i, value in enumerate((ev.source_id, ev.slug, float(ev.confidence), ev.arm, ev.rationale,
-                                   OP_CHANNEL, ev.session_id, ev.turn, ev.volunteered_at)):
-            cols[i].append(value)
-    return cols
+    """The column arrays of :data:`INSERT_SQL` for op rows (callers drop unstorable rows first)."""
+    return _columns((ev.source_id, ev.slug, float(ev.confidence), ev.arm, ev.rationale, OP_CHANNEL, ev.session_id,
+                     ev.turn, ev.volunteered_at) for ev in events)
 
 
 def insert_op_events_sync(conn: psycopg.Connection, events: Sequence[OpEvent]) -> int:

@@ -10,13 +10,15 @@ import base64
 import hashlib
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from datetime import UTC, datetime
-from typing import Any
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from pipeline.core.normalize import js_trim
+from pipeline.core.types import PAGE_FIELDS, VolunteeredPage
 
 MAX_SESSION_ID_CHARS = 256
 DEFAULT_MAX_TEXT_BYTES = 5_000_000
@@ -233,40 +235,30 @@ def rfc3339_ms(epoch_ms: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Volunteered:
-    """One page volunteered to one session at one turn (topic ``volunteered``)."""
+    """One page volunteered to one session at one turn (topic ``volunteered``): an envelope (which
+    event, to whom, when, on which channel) around the core's :class:`VolunteeredPage`.
+
+    On the wire the record is flat, the envelope's fields in their order with the page's fields in
+    its place (docs/contracts.md "Records"); :meth:`to_dict` and :meth:`from_json` derive that from
+    the two dataclasses' fields (:data:`VOLUNTEERED_FIELDS`), so no field is listed twice. A field
+    with a default is written only when it differs from it (``kind``).
+    """
 
     event_id: str
     session_id: str
     turn: int
-    slug: str
-    source_id: str
-    display: str
-    confidence: float
-    arm: str
-    rationale: str
-    synopsis: str
+    page: VolunteeredPage
     channel: str
     volunteered_at: str
     kind: str = "page"
     """``pointer`` for a reflex pointer (turn context); ``page`` (the default, not written) otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "event_id": self.event_id,
-            "session_id": self.session_id,
-            "turn": self.turn,
-            "slug": self.slug,
-            "source_id": self.source_id,
-            "display": self.display,
-            "confidence": self.confidence,
-            "arm": self.arm,
-            "rationale": self.rationale,
-            "synopsis": self.synopsis,
-            "channel": self.channel,
-            "volunteered_at": self.volunteered_at,
-        }
-        if self.kind != "page":
-            out["kind"] = self.kind
+        out = dict(zip(_ALWAYS_KEYS, _ALWAYS_GET(self), strict=True))
+        for name, default in _OPTIONAL:
+            value = getattr(self, name)
+            if value != default:
+                out[name] = value
         return out
 
     def to_json(self) -> bytes:
@@ -276,23 +268,41 @@ class Volunteered:
     def from_json(cls, value: bytes) -> Volunteered:
         try:
             obj = orjson.loads(value)
-            return cls(
-                event_id=str(obj["event_id"]),
-                session_id=str(obj["session_id"]),
-                turn=int(obj["turn"]),
-                slug=str(obj["slug"]),
-                source_id=str(obj["source_id"]),
-                display=str(obj["display"]),
-                confidence=float(obj["confidence"]),
-                arm=str(obj["arm"]),
-                rationale=str(obj["rationale"]),
-                synopsis=str(obj["synopsis"]),
-                channel=str(obj["channel"]),
-                volunteered_at=str(obj["volunteered_at"]),
-                kind=str(obj.get("kind", "page")),
-            )
+            args: dict[str, Any] = {}
+            for name, default in _ENVELOPE:
+                if name == "page":
+                    args["page"] = VolunteeredPage.from_dict(obj)
+                elif default is _REQUIRED or name in obj:
+                    args[name] = _COERCE[name](obj[name])
+            return cls(**args)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise InvalidRecord("invalid_volunteered", f"not a Volunteered record: {exc}") from None
+
+    if not TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any:
+            """``record.slug`` for ``record.page.slug``: the flat spelling applications used before the
+            envelope keeps working (typed code spells ``record.page.slug``)."""
+            if name in PAGE_FIELDS:
+                return getattr(self.page, name)
+            raise AttributeError(f"'Volunteered' object has no attribute '{name}'")
+
+
+_REQUIRED = object()
+_ENVELOPE: tuple[tuple[str, Any], ...] = tuple(
+    (f.name, _REQUIRED if f.default is MISSING else f.default) for f in fields(Volunteered))
+"""The envelope's fields in wire order, each with its default (or :data:`_REQUIRED`)."""
+_COERCE: dict[str, Any] = {f.name: {"int": int, "str": str}.get(str(f.type), str) for f in fields(Volunteered)}
+"""How a decoded JSON value becomes each envelope field's type (``turn`` is the one number)."""
+
+VOLUNTEERED_FIELDS: tuple[str, ...] = tuple(
+    name for field, _ in _ENVELOPE for name in (PAGE_FIELDS if field == "page" else (field,)))
+"""The keys of a ``volunteered`` record, in wire order (the envelope's, the page's in its place)."""
+
+_OPTIONAL = tuple((name, default) for name, default in _ENVELOPE if default is not _REQUIRED)
+"""Fields written only when they differ from their default (they come last: dataclass order)."""
+_ALWAYS_KEYS = tuple(name for name in VOLUNTEERED_FIELDS if name not in dict(_OPTIONAL))
+_ALWAYS_GET = attrgetter(*(f"page.{name}" if name in PAGE_FIELDS else name for name in _ALWAYS_KEYS))
+"""Reads every always-written value in one C call (a page field through ``page``)."""
 
 
 # ----------------------------------------------------------------------------- Dead letter

@@ -64,9 +64,8 @@ from pipeline.hook.protocol import (
     MAX_WAIT_MS,
     ROUTED_HEADER,
     TURNS_PATH,
-    Delivery,
-    delivery_from_obj,
 )
+from topics.delivery import Delivery, delivery_from_obj
 from topics.records import InvalidRecord, decode_turn
 
 if TYPE_CHECKING:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from pipeline.agents.hooklane import Proposal
@@ -48,22 +49,41 @@ class BatchOutput:
     proposals: list[Proposal] = field(default_factory=list)  # hook-channel turns, for the waiting hooks
 
 
+class WriteOutcome(Enum):
+    """How a database batch write ended: the one thing the agent reads before acknowledging."""
+
+    COMMITTED = "committed"
+    """Every storable record of the batch is in the table (or there was none): acknowledge."""
+    STOPPED = "stopped"
+    """The worker is stopping while the database is away: nothing was written, acknowledge nothing."""
+
+
 @dataclass(slots=True)
-class SinkResult:
-    """What one sink batch did: rows inserted, events stored, dead letters; ``attempts < 0``: stopped, unwritten."""
+class WriteResult:
+    """What every database batch writer reports (:class:`pipeline.agents.dbwriter.BatchWriter`)."""
+
+    dead: list[tuple[bytes | None, bytes]] = field(default_factory=list)  # (original key, dead letter)
+    dead_reasons: list[str] = field(default_factory=list)  # the letters' error codes, for the metrics
+    attempts: int = 0  # statements tried, failed ones included
+    outcome: WriteOutcome = WriteOutcome.COMMITTED
+
+    @property
+    def committed(self) -> bool:
+        """True when the batch may be acknowledged (after its dead letters are published)."""
+        return self.outcome is WriteOutcome.COMMITTED
+
+
+@dataclass(slots=True)
+class SinkResult(WriteResult):
+    """What one sink batch did: rows inserted, events stored, dead letters."""
 
     inserted: int = 0
     events: int = 0
-    dead: list[tuple[bytes | None, bytes]] = field(default_factory=list)
-    attempts: int = 0
 
 
 @dataclass(slots=True)
-class OpensResult:
-    """What one page-opens batch did: valid opens, rows changed, dead letters; ``attempts < 0``: stopped, unwritten."""
+class OpensResult(WriteResult):
+    """What one page-opens batch did: valid opens, rows changed, dead letters."""
 
     opens: int = 0
     updated: int = 0
-    dead: list[tuple[bytes | None, bytes]] = field(default_factory=list)
-    dead_reasons: list[str] = field(default_factory=list)
-    attempts: int = 0

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from pipeline.core.session import SessionState, StepResult
 from pipeline.core.types import VolunteeredPage
-from pipeline.hook.protocol import HOOK_CHANNELS, Delivery
+from pipeline.hook.protocol import HOOK_CHANNELS
+from topics.delivery import Delivery
 from topics.records import Volunteered, event_id_for, rfc3339_ms
 
 __all__ = ["HOOK_CHANNELS", "Proposal", "apply_delivery", "is_hook_channel", "propose", "volunteered_event"]
@@ -92,9 +93,5 @@ def apply_delivery(state: SessionState, delivery: Delivery) -> list[Volunteered]
 def volunteered_event(session_id: str, turn: int, page: VolunteeredPage, channel: str, at: str,
                       kind: str = "page") -> Volunteered:
     """The ``volunteered`` record of one item given to a session at ``turn`` (a page or a pointer)."""
-    return Volunteered(
-        event_id=event_id_for(session_id, turn, page.source_id, page.slug, channel),
-        session_id=session_id, turn=turn, slug=page.slug, source_id=page.source_id,
-        display=page.display, confidence=page.confidence, arm=page.arm, rationale=page.rationale,
-        synopsis=page.synopsis, channel=channel, volunteered_at=at, kind=kind,
-    )
+    return Volunteered(event_id=event_id_for(session_id, turn, page.source_id, page.slug, channel),
+                       session_id=session_id, turn=turn, page=page, channel=channel, volunteered_at=at, kind=kind)

@@ -11,20 +11,17 @@ error, it simply changes no row.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 
 from pipeline.agents.batch_types import InRecord, OpensResult, in_records
-from pipeline.agents.dbwriter import DurableConnection
+from pipeline.agents.dbwriter import BatchWriter
 from pipeline.agents.publishing import now_ms, publish_retrying
-from pipeline.agents.retry import Backoff
 from sinks.retrieval import Open, mark_retrieved
 from topics.page_opens import decode_page_open
-from topics.records import DeadLetter, InvalidRecord
 
 if TYPE_CHECKING:
     from pipeline.agents.context import AgentContext
@@ -34,55 +31,27 @@ log = logging.getLogger(__name__)
 PAGE_OPENS_BATCH_MAX = 1000
 
 
-class OpenWriter:
+class OpenWriter(BatchWriter[Open, OpensResult]):
     """Decodes page-open records and applies them, retrying until written (see :mod:`.dbwriter`)."""
 
-    def __init__(self, database_url: str, topic: str) -> None:
-        self.database_url = database_url
-        self.topic = topic
-        self.db = DurableConnection(database_url, "apply page opens")
+    what = "apply page opens"
 
-    @property
-    def failures(self) -> int:
-        return self.db.failures
+    def new_result(self) -> OpensResult:
+        return OpensResult()
 
-    async def close(self) -> None:
-        await self.db.close()
+    def decode_one(self, rec: InRecord) -> Open:
+        item = decode_page_open(rec.value)
+        return Open(item.source_id, item.slug, item.opened_at_ms)
 
     def decode(self, records: Sequence[InRecord], now_ms: int, result: OpensResult) -> list[Open]:
-        opens: list[Open] = []
-        for rec in records:
-            try:
-                item = decode_page_open(rec.value)
-            except InvalidRecord as exc:
-                letter = DeadLetter.build(key=rec.key, value=rec.value, topic=self.topic, partition=rec.partition,
-                                          offset=rec.offset, error=exc.code, message=exc.message, now_ms=now_ms)
-                result.dead.append((rec.key, letter.to_json()))
-                result.dead_reasons.append(exc.code)
-                continue
-            opens.append(Open(item.source_id, item.slug, item.opened_at_ms))
+        opens = super().decode(records, now_ms, result)
+        result.opens = len(opens)  # the valid opens, whether or not the write then goes through
         return opens
 
-    async def write(self, records: Sequence[InRecord], now_ms: int,
-                    should_stop: Callable[[], bool] = lambda: False,
-                    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> OpensResult:
-        """Apply a batch; returns once the UPDATE committed (or, when ``should_stop()`` turns true while
-        the database is down, with ``attempts = -1``: the caller must not acknowledge)."""
-        result = OpensResult()
-        opens = self.decode(records, now_ms, result)
-        result.opens = len(opens)
-        backoff = Backoff()
-        while opens:
-            result.attempts += 1
-            try:
-                conn = await self.db.connection()
-                result.updated = await mark_retrieved(conn, opens)
-                break
-            except (psycopg.Error, OSError) as exc:
-                if await self.db.wait_after(exc, backoff, should_stop, sleep):
-                    result.attempts = -1
-                    return result
-        return result
+    async def store(self, conn: psycopg.AsyncConnection, items: list[Open], result: OpensResult,
+                    now_ms: int) -> list[Open]:
+        result.updated = await mark_retrieved(conn, items)
+        return []
 
 
 def register_page_opens_agent(ctx: AgentContext) -> None:
@@ -94,8 +63,8 @@ def register_page_opens_agent(ctx: AgentContext) -> None:
     async def page_opens_agent(stream: Any) -> None:
         async for events in stream.noack_take(PAGE_OPENS_BATCH_MAX, within=settings.sink_flush_seconds):
             result = await writer.write(in_records(events), now_ms(), should_stop=lambda: bool(ctx.app.should_stop))
-            if result.attempts < 0:
-                return
+            if not result.committed:
+                return  # stopping while the database is down: acknowledge nothing
             if not await publish_retrying(ctx, settings.topic_dlq, result.dead, "dead-lettering page opens"):
                 return
             ctx.counters.dead_letters += len(result.dead)

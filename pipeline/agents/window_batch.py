@@ -29,8 +29,8 @@ from pipeline.agents.session_table import CorruptState, SessionRecord
 from pipeline.agents.statecrypt import StateCipher
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions, step
-from pipeline.hook.protocol import decode_delivery, is_delivery
 from pipeline.settings import Settings
+from topics.delivery import decode_delivery, is_delivery
 from topics.records import (
     DeadLetter,
     InvalidRecord,

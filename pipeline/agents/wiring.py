@@ -109,7 +109,7 @@ def register_sink_agent(ctx: AgentContext) -> None:
             records = in_records(events)
             started = time.perf_counter()
             result = await ctx.writer.write(records, now_ms(), should_stop=lambda: bool(ctx.app.should_stop))
-            if result.attempts < 0:
+            if not result.committed:
                 return  # stopping while the database is down: acknowledge nothing
             ctx.metrics.sink_batch(len(records), result, time.perf_counter() - started)
             if not await publish_retrying(ctx, settings.topic_dlq, result.dead, "dead-lettering"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sinks.cliopts import database_option, fail_on_db_error, resolve_database_url
+from pipeline.cli.options import database_option, fail_on_db_error, resolve_database_url
 
 
 @click.group(name="brain")

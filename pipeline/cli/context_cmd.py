@@ -1,17 +1,19 @@
 """``volunteer context``: the one-shot op over a window of turns (gbrain ``volunteer-context``).
 
-Also home of the brain options shared with ``volunteer replay`` (``--brain`` / ``--database-url``).
+Also home of :func:`load_brain`, which loads the brain its options name (:func:`pipeline.cli.options.brain_options`)
+for ``replay`` and ``mcp`` too.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 import orjson
 
+from pipeline.cli.options import brain_options, fail_on_db_error, gate_flags, gate_values, settings_or_fail
 from pipeline.core.brain import BrainIndex
 from pipeline.core.jscompat import js_number
 from pipeline.core.normalize import JS_WHITESPACE
@@ -29,32 +31,10 @@ from pipeline.core.request import (
 if TYPE_CHECKING:
     from pipeline.mcp.oplog import OpEventLog
 
-__all__ = ["MAX_WINDOW_BYTES", "brain_options", "load_brain", "read_window", "run_batch"]
-
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = ["MAX_WINDOW_BYTES", "load_brain", "read_window", "run_batch"]
 
 
-# ---------------------------------------------------------------------------- shared brain options
-
-
-def brain_options(func: F) -> F:
-    """``--brain DIR`` (``VOLUNTEER_BRAIN``) or ``--database-url URL`` (``VOLUNTEER_DATABASE_URL``)."""
-    func = click.option(
-        "--database-url",
-        metavar="URL",
-        envvar="VOLUNTEER_DATABASE_URL",
-        help="Load the brain from this PostgreSQL database (pages + page_aliases) instead of a directory "
-        "[env: VOLUNTEER_DATABASE_URL].",
-    )(func)
-    return click.option(
-        "--brain",
-        "brain_dir",
-        metavar="DIR",
-        envvar="VOLUNTEER_BRAIN",
-        type=click.Path(file_okay=False, path_type=str),
-        help="Brain directory: DIR/pages.jsonl (+ optional DIR/aliases.jsonl). Wins over --database-url "
-        "[env: VOLUNTEER_BRAIN].",
-    )(func)
+# ---------------------------------------------------------------------------- brain
 
 
 def load_brain(brain_dir: str | None, database_url: str | None, source_ids: Sequence[str] | None) -> BrainIndex:
@@ -71,8 +51,6 @@ def load_brain(brain_dir: str | None, database_url: str | None, source_ids: Sequ
             from sinks.brain_pg import load_brain as load_pg_brain
         except ImportError as exc:
             raise click.ClickException(f"the PostgreSQL brain loader is not available ({exc}); use --brain DIR") from None
-        from sinks.cliopts import fail_on_db_error
-
         with fail_on_db_error(database_url):
             return load_pg_brain(database_url, list(source_ids) if source_ids else None)
     raise click.UsageError(
@@ -86,24 +64,6 @@ def sample_brain_dir() -> str:
     from pathlib import Path
 
     return str(Path(__file__).resolve().parent.parent / "samples" / "brain")
-
-
-def number_option(text: str | None) -> float | None:
-    """A numeric flag read like JavaScript's ``Number()``: ``abc`` is NaN (the core then uses its default)."""
-    return None if text is None else js_number(text)
-
-
-def settings_or_fail(**overrides: Any) -> Any:
-    """:func:`pipeline.settings.load_settings`, turning a bad ``VOLUNTEER_*`` value into a one-line error."""
-    from pydantic import ValidationError
-
-    from pipeline.cli.errors import settings_error
-    from pipeline.settings import load_settings
-
-    try:
-        return load_settings(**overrides)
-    except ValidationError as exc:
-        raise settings_error(exc) from None
 
 
 # ---------------------------------------------------------------------------- input
@@ -186,11 +146,8 @@ def run_batch(
 @brain_options
 @click.option("--window", "window_text", metavar="TEXT", help="The window itself, instead of reading stdin.")
 @click.option("--prior-context", metavar="TEXT", help="Already-shown context: pages whose slug appears in it are not volunteered.")
-@click.option("--max-pages", metavar="N", help="Pages to volunteer, 1-5 (default 3; below 1 means 3, fractions floor).")
-@click.option("--min-confidence", metavar="X", help="Confidence gate in [0, 1] (default 0.7; out of range or not a number means 0.7).")
+@gate_flags
 @click.option("--source", "sources", multiple=True, metavar="ID", help="Brain source to resolve against; repeat for several (default: default).")
-@click.option("--no-lexical-arms", is_flag=True, help="Turn off the weak-alias, surname and CJK arms (gbrain's kill switch).")
-@click.option("--exclude-slug-prefix", "exclude_prefixes", multiple=True, metavar="PREFIX", help="Never volunteer slugs starting with PREFIX; repeatable.")
 @click.option("--json", "as_json", is_flag=True, help='Print {"pages": [...], "count": n, "window_turns": n} as JSON.')
 @click.option("--batch", is_flag=True, help="JSON lines in (one request per line), one JSON result line out per request.")
 @click.option("--stats", is_flag=True, help="Print volunteered-vs-used precision from the events table instead (needs --database-url).")
@@ -206,11 +163,7 @@ def context(
     database_url: str | None,
     window_text: str | None,
     prior_context: str | None,
-    max_pages: str | None,
-    min_confidence: str | None,
     sources: tuple[str, ...],
-    no_lexical_arms: bool,
-    exclude_prefixes: tuple[str, ...],
     as_json: bool,
     batch: bool,
     stats: bool,
@@ -218,6 +171,7 @@ def context(
     log_events: bool,
     session_id: str | None,
     turn: str | None,
+    **gate: Any,
 ) -> None:
     """Volunteer brain pages for a conversation window, once (no broker, no state).
 
@@ -255,10 +209,7 @@ def context(
     defaults = RequestDefaults(
         source_ids=tuple(source_ids),
         prior_context=prior_context,
-        max_pages=number_option(max_pages) if max_pages is not None else settings.max_pages,
-        min_confidence=number_option(min_confidence) if min_confidence is not None else settings.min_confidence,
-        lexical_arms=settings.lexical_arms and not no_lexical_arms,
-        exclude_slug_prefixes=tuple(exclude_prefixes) or tuple(settings.exclude_slug_prefixes),
+        **gate_values(settings, gate),
     )
     if not log_events and (session_id is not None or turn is not None):
         raise click.UsageError("--session-id and --turn only matter with --log")
@@ -318,7 +269,6 @@ def _run_stats(database_url: str | None, sources: Sequence[str], days: str, as_j
     if not database_url:
         raise click.UsageError("--stats reads the events table: pass --database-url URL (or set VOLUNTEER_DATABASE_URL)")
     try:
-        from sinks.cliopts import fail_on_db_error
         from sinks.stats import run_stats_command
     except ImportError as exc:
         raise click.ClickException(f"stats are not available in this installation ({exc})") from None

@@ -192,7 +192,7 @@ def pages_to_open(volunteered: list[Volunteered]) -> list[Volunteered]:
     chosen: dict[str, Volunteered] = {}
     seen: set[tuple[str, str]] = set()
     for event in volunteered:
-        page = (event.source_id, event.slug)
+        page = (event.page.source_id, event.page.slug)
         if event.session_id not in chosen and page not in seen:
             chosen[event.session_id] = event
             seen.add(page)
@@ -208,7 +208,7 @@ def _open_pages(services: EmbeddedServices, worker: WorkerProcess, opened: list[
 
     settings = load_settings(broker=services.broker_url, database_url=services.database_url,
                              topic_partitions=4, app_id="volunteer-demo")
-    opens = [PageOpen(e.slug, e.source_id, e.session_id) for e in opened]
+    opens = [PageOpen(e.page.slug, e.page.source_id, e.session_id) for e in opened]
     asyncio.run(asyncio.wait_for(produce_page_opens(settings, opens), RESULT_TIMEOUT_S))
     deadline = time.monotonic() + RESULT_TIMEOUT_S
     while True:
@@ -301,8 +301,8 @@ def demo(pace: float, keep_logs: bool) -> None:
         _print_rows(rows)
         click.echo("")
         opened = pages_to_open(volunteered)
-        say(f"the user opens {len(opened)} of the {len({(e.source_id, e.slug) for e in volunteered})} pages "
-            f"offered (page-opens topic): {', '.join(e.slug for e in opened)}")
+        say(f"the user opens {len(opened)} of the {len({(e.page.source_id, e.page.slug) for e in volunteered})} pages "
+            f"offered (page-opens topic): {', '.join(e.page.slug for e in opened)}")
         _open_pages(services, worker, opened)
         click.echo(format_stats(usage_stats(services.database_url, ["default"], 30)), nl=False)
     except KeyboardInterrupt:

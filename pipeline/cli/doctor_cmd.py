@@ -6,7 +6,7 @@ import json
 
 import click
 
-from pipeline.cli.streamopts import broker_option, settings_with_flags
+from pipeline.cli.options import broker_option, settings_with_flags
 from pipeline.doctor import DEFAULT_MAX_LAG, DEFAULT_TIMEOUT_S, FAIL, OK, WARN, Check, failed, run_checks
 
 COLORS = {OK: "green", WARN: "yellow", FAIL: "red"}

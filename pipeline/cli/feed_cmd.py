@@ -10,7 +10,7 @@ from typing import IO
 
 import click
 
-from pipeline.cli.streamopts import broker_option, quiet_client_logs, settings_with_flags
+from pipeline.cli.options import broker_option, quiet_client_logs, settings_with_flags
 from pipeline.settings import Settings
 from topics.records import InvalidRecord, Turn, decode_turn
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from pipeline.cli.context_cmd import brain_options, number_option, settings_or_fail
+from pipeline.cli.options import brain_options, gate_flags, gate_values, settings_or_fail
 
 
 def _fail(message: str) -> None:
@@ -24,11 +24,7 @@ def _fail(message: str) -> None:
 @click.option("--source", "sources", multiple=True, metavar="ID",
               help="Default source scope of a call that names none; repeatable (default: VOLUNTEER_SOURCE, "
                    "else 'default').")
-@click.option("--max-pages", metavar="N", help="Default max_pages of a call (else VOLUNTEER_MAX_PAGES, else 3).")
-@click.option("--min-confidence", metavar="X", help="Default gate of a call (else VOLUNTEER_MIN_CONFIDENCE, else 0.7).")
-@click.option("--no-lexical-arms", is_flag=True, help="Turn off the weak-alias, surname and CJK arms by default.")
-@click.option("--exclude-slug-prefix", "exclude_prefixes", multiple=True, metavar="PREFIX",
-              help="Never volunteer slugs starting with PREFIX, whatever the call says; repeatable.")
+@gate_flags
 @click.option("--no-log", is_flag=True,
               help="Do not log volunteered pages as op events (they are logged by default, best-effort).")
 @click.option("--http", "listen", metavar="HOST:PORT",
@@ -40,15 +36,18 @@ def _fail(message: str) -> None:
                    "token file the worker, 'up' and 'bootstrap' share).")
 @click.option("--print-bearer", is_flag=True,
               help="Print the bearer an HTTP client must send (from --token-file or the edge credential) and exit.")
-def mcp(brain_dir: str | None, database_url: str | None, sources: tuple[str, ...], max_pages: str | None,
-        min_confidence: str | None, no_lexical_arms: bool, exclude_prefixes: tuple[str, ...], no_log: bool,
-        listen: str | None, token_file: str | None, print_bearer: bool) -> None:
+def mcp(brain_dir: str | None, database_url: str | None, sources: tuple[str, ...], no_log: bool,
+        listen: str | None, token_file: str | None, print_bearer: bool, **gate: Any) -> None:
     """Serve volunteer_context, volunteer_stats and volunteer_opened to MCP clients.
 
     The brain comes from --brain DIR, or from PostgreSQL (--database-url / VOLUNTEER_DATABASE_URL),
     reloaded live when it changes, as the worker does. Pages a call volunteers are logged in
     context_volunteer_events with channel 'op' and the call's session_id and turn, so
     'volunteer stats' shows the op's precision; logging never delays or fails a call.
+
+    The decision flags (--max-pages, --min-confidence, --no-lexical-arms) are the defaults of a
+    call that gives none (else VOLUNTEER_MAX_PAGES, ...); --exclude-slug-prefix applies whatever
+    the call says.
 
     On stdio (the default), stdout carries only the protocol; errors are one line on stderr.
 
@@ -71,16 +70,14 @@ def mcp(brain_dir: str | None, database_url: str | None, sources: tuple[str, ...
             _fail(str(exc))
         return
     try:
-        _serve(brain_dir, database_url, sources, max_pages, min_confidence, no_lexical_arms, exclude_prefixes,
-               no_log, listen, token_file)
+        _serve(brain_dir, database_url, sources, gate, no_log, listen, token_file)
     except click.ClickException as exc:
         _fail(exc.format_message())
     except KeyboardInterrupt:
         pass
 
 
-def _serve(brain_dir: str | None, database_url: str | None, sources: tuple[str, ...], max_pages: str | None,
-           min_confidence: str | None, no_lexical_arms: bool, exclude_prefixes: tuple[str, ...], no_log: bool,
+def _serve(brain_dir: str | None, database_url: str | None, sources: tuple[str, ...], gate: dict[str, Any], no_log: bool,
            listen: str | None, token_file: str | None) -> None:
     import anyio
 
@@ -102,10 +99,7 @@ def _serve(brain_dir: str | None, database_url: str | None, sources: tuple[str, 
         _fail("--token-file only matters with --http")
     defaults = RequestDefaults(
         source_ids=tuple(sources) or (settings.source,),
-        max_pages=number_option(max_pages) if max_pages is not None else settings.max_pages,
-        min_confidence=number_option(min_confidence) if min_confidence is not None else settings.min_confidence,
-        lexical_arms=settings.lexical_arms and not no_lexical_arms,
-        exclude_slug_prefixes=tuple(exclude_prefixes) or tuple(settings.exclude_slug_prefixes),
+        **gate_values(settings, gate),
     )
     # Events, stats and opens use the database only when one is named (flag or VOLUNTEER_DATABASE_URL):
     # trying the server on a brain directory must not warn about a database nobody asked for.

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from pipeline.cli.streamopts import broker_option, settings_with_flags
+from pipeline.cli.options import broker_option, settings_with_flags
 from pipeline.settings import Settings
 from topics.page_opens import PageOpen, decode_page_open
 from topics.records import InvalidRecord, parse_ts_ms

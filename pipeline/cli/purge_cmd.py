@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from sinks.cliopts import database_option, fail_on_db_error, resolve_database_url
+from pipeline.cli.options import database_option, fail_on_db_error, resolve_database_url
 
 
 @click.command(name="purge")

@@ -11,15 +11,21 @@ import gc
 import os
 import sys
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Any
 
 import click
 import orjson
 
-from pipeline.cli.context_cmd import brain_options, load_brain, number_option, settings_or_fail
-from pipeline.cli.streamopts import broker_option
+from pipeline.cli.context_cmd import load_brain
+from pipeline.cli.options import (
+    brain_options,
+    broker_option,
+    decision_flags,
+    decision_options_from_flags,
+    given_decision_flags,
+    settings_or_fail,
+)
 from pipeline.core.render import format_page
-from pipeline.core.session import DecisionOptions
 from pipeline.core.types import VolunteeredPage
 from pipeline.replay import replay_lines
 from topics.records import InvalidRecord
@@ -27,10 +33,7 @@ from topics.records import InvalidRecord
 
 def page_json(session_id: str, turn: int, page: VolunteeredPage) -> bytes:
     """One ``--json`` line: session, turn, then the volunteered page in the reference's key order."""
-    return orjson.dumps({
-        "session_id": session_id, "turn": turn, "slug": page.slug, "source_id": page.source_id, "display": page.display,
-        "confidence": page.confidence, "arm": page.arm, "rationale": page.rationale, "synopsis": page.synopsis,
-    }, option=orjson.OPT_APPEND_NEWLINE)
+    return orjson.dumps({"session_id": session_id, "turn": turn, **page.to_dict()}, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def _with_progress(stream: IO[bytes], enabled: bool) -> Iterator[bytes]:
@@ -63,12 +66,7 @@ def _with_progress(stream: IO[bytes], enabled: bool) -> Iterator[bytes]:
 @click.command(name="replay")
 @click.argument("file", type=click.File("rb"), metavar="FILE")
 @brain_options
-@click.option("--window-turns", metavar="N", help="Rolling window per session (default 4; clamped to 1-64, fractions floor).")
-@click.option("--max-pages", metavar="N", help="Pages per turn, 1-5 (default 3; below 1 means 3).")
-@click.option("--min-confidence", metavar="X", help="Confidence gate in [0, 1] (default 0.7; out of range means 0.7).")
-@click.option("--source", metavar="ID", help="Brain source for records that do not name one (default: default).")
-@click.option("--no-lexical-arms", is_flag=True, help="Turn off the weak-alias, surname and CJK arms.")
-@click.option("--exclude-slug-prefix", "exclude_prefixes", multiple=True, metavar="PREFIX", help="Never volunteer slugs starting with PREFIX; repeatable.")
+@decision_flags
 @click.option("--json", "as_json", is_flag=True, help="One JSON line per volunteered page instead of the report (with --sweep/--score: one JSON object per setting).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: only on a terminal).")
 @click.option("--sweep", multiple=True, metavar="NAME=VALUES", help="Tuning: replay once per setting and report precision/recall of each. NAME: min_confidence, max_pages or window_turns; VALUES: a list (0.6,0.7,0.8) and/or inclusive ranges START:STOP:STEP (1:8:1). Repeat for several knobs: every combination runs.")
@@ -84,12 +82,6 @@ def replay(
     file: IO[bytes],
     brain_dir: str | None,
     database_url: str | None,
-    window_turns: str | None,
-    max_pages: str | None,
-    min_confidence: str | None,
-    source: str | None,
-    no_lexical_arms: bool,
-    exclude_prefixes: tuple[str, ...],
     as_json: bool,
     progress: bool | None,
     sweep: tuple[str, ...],
@@ -101,6 +93,7 @@ def replay(
     channel: str | None,
     keep_ts: bool,
     broker: str | None,
+    **decision: Any,
 ) -> None:
     """Replay a transcript of Turn records (JSON lines; FILE, or - for stdin) per session.
 
@@ -141,22 +134,14 @@ def replay(
     """
     from pipeline.tuning.command import check_flags, grid_or_fail, publish_command, sweep_command
 
-    decision_flags = [flag for flag, given in (("--window-turns", window_turns is not None), ("--max-pages", max_pages is not None),
-                      ("--min-confidence", min_confidence is not None), ("--source", source is not None),
-                      ("--no-lexical-arms", no_lexical_arms), ("--exclude-slug-prefix", bool(exclude_prefixes))) if given]
     check_flags(sweep=sweep, score=score, jobs=jobs, plot=plot, to_topic=to_topic, rate=rate, channel=channel,
-                broker=broker, keep_ts=keep_ts, as_json=as_json, decision_flags=decision_flags)
+                broker=broker, keep_ts=keep_ts, as_json=as_json, decision_flags=given_decision_flags(decision))
     if to_topic:
         publish_command(file, broker=broker, rate=rate, channel=channel, keep_ts=keep_ts, progress=progress)
         return
     settings = settings_or_fail()
-    options = DecisionOptions(
-        window_turns=number_option(window_turns) if window_turns is not None else settings.window_turns,
-        max_pages=number_option(max_pages) if max_pages is not None else settings.max_pages,
-        min_confidence=number_option(min_confidence) if min_confidence is not None else settings.min_confidence,
-        lexical_arms=settings.lexical_arms and not no_lexical_arms,
-        exclude_slug_prefixes=tuple(exclude_prefixes) or tuple(settings.exclude_slug_prefixes),
-    )
+    options = decision_options_from_flags(settings, decision)
+    source = decision["source"]
     grid = grid_or_fail(sweep, options) if sweep or score else None
     brain = load_brain(brain_dir, database_url, None)
     gc.freeze()  # the brain lives as long as the process: keep it out of every full collection

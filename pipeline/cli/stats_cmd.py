@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sinks.cliopts import database_option, fail_on_db_error, parse_number, resolve_database_url
+from pipeline.cli.options import database_option, fail_on_db_error, parse_number, resolve_database_url
 
 
 @click.command(name="stats")

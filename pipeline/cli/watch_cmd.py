@@ -9,7 +9,7 @@ from typing import IO
 
 import click
 
-from pipeline.cli.streamopts import broker_option, quiet_client_logs, settings_with_flags
+from pipeline.cli.options import broker_option, quiet_client_logs, settings_with_flags
 from pipeline.settings import Settings
 from topics.records import InvalidRecord, Volunteered
 
@@ -17,9 +17,7 @@ from topics.records import InvalidRecord, Volunteered
 def human_line(event: Volunteered) -> str:
     from pipeline.core.render import format_page
 
-    page = {"display": event.display, "slug": event.slug, "confidence": event.confidence, "arm": event.arm,
-            "rationale": event.rationale, "synopsis": event.synopsis}
-    return f"[{event.session_id} turn {event.turn}] {format_page(page)}"
+    return f"[{event.session_id} turn {event.turn}] {format_page(event.page)}"
 
 
 async def watch_pages(settings: Settings, *, session: str | None, as_json: bool, from_beginning: bool,

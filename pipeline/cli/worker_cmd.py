@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from pipeline.cli.streamopts import (
+from pipeline.cli.options import (
     broker_option,
     decision_flags,
     decision_options_from_flags,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pipeline.client.consumer import Start, VolunteeredConsumer
 from pipeline.client.errors import ConsumerClosed, PublishError, TopicUnavailable
 from pipeline.client.publisher import Timestamp, TurnPublisher, ts_to_ms
+from pipeline.core.types import VolunteeredPage
 from topics.records import InvalidRecord, Turn, Volunteered
 
 __all__ = [
@@ -27,5 +28,6 @@ __all__ = [
     "TurnPublisher",
     "Volunteered",
     "VolunteeredConsumer",
+    "VolunteeredPage",
     "ts_to_ms",
 ]

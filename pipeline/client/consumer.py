@@ -66,8 +66,8 @@ class VolunteeredConsumer:
     ::
 
         async with VolunteeredConsumer(session_id="s-1") as pages:     # from now on
-            async for page in pages:
-                print(page.turn, page.slug, page.confidence)
+            async for event in pages:
+                print(event.turn, event.page.slug, event.page.confidence)
 
     ``drain()`` returns what is already on the topic (for the filter) without waiting for more.
     Records that are not valid Volunteered JSON are skipped, logged and counted in

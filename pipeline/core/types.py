@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 ARM_CONFIDENCE: dict[str, float] = {
@@ -31,7 +33,13 @@ class Pointer(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class VolunteeredPage:
-    """A page that cleared the gate. ``rationale`` holds only labels that matched a page, never free text."""
+    """A page that cleared the gate. ``rationale`` holds only labels that matched a page, never free text.
+
+    The field order is the reference's key order (slug, source_id, display, confidence, arm,
+    rationale, synopsis): every serialisation of a page (the op's result, ``volunteer replay --json``,
+    the hook's answer, the ``volunteered`` record, which wraps a page in
+    :class:`topics.records.Volunteered`) is derived from these fields, through :data:`PAGE_FIELDS`.
+    """
 
     slug: str
     source_id: str
@@ -42,25 +50,22 @@ class VolunteeredPage:
     synopsis: str
 
     def to_dict(self) -> dict[str, Any]:
-        """The reference's key order: slug, source_id, display, confidence, arm, rationale, synopsis."""
-        return {
-            "slug": self.slug,
-            "source_id": self.source_id,
-            "display": self.display,
-            "confidence": self.confidence,
-            "arm": self.arm,
-            "rationale": self.rationale,
-            "synopsis": self.synopsis,
-        }
+        """The fields by name, in field order (the reference's key order)."""
+        return dict(zip(PAGE_FIELDS, _PAGE_GET(self), strict=True))
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> VolunteeredPage:
-        return cls(
-            slug=str(obj["slug"]),
-            source_id=str(obj["source_id"]),
-            display=str(obj["display"]),
-            confidence=float(obj["confidence"]),
-            arm=str(obj["arm"]),
-            rationale=str(obj["rationale"]),
-            synopsis=str(obj["synopsis"]),
-        )
+        """The page of a mapping holding (at least) every field; raises ``KeyError``, ``TypeError``
+        or ``ValueError`` for a missing field or a value of the wrong kind."""
+        return cls(*[coerce(obj[name]) for name, coerce in _PAGE_COERCE])
+
+
+PAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(VolunteeredPage))
+"""The names of a page's fields, in the reference's key order."""
+
+_PAGE_GET = attrgetter(*PAGE_FIELDS)
+"""Reads all fields in one C call (``to_dict`` is on the op's and the hook's answer path)."""
+
+_PAGE_COERCE: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
+    (f.name, float if f.type in (float, "float") else str) for f in fields(VolunteeredPage))
+"""Each field with how a decoded JSON value becomes its type (the confidence is the one number)."""

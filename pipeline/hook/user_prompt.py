@@ -37,7 +37,6 @@ from pipeline.hook.protocol import (
     MAX_TURN_NUMBER,
     TURNS_PATH,
     BadReply,
-    Delivery,
     items_from_answer,
 )
 from pipeline.hook.registry import Ambiguous, urls_for
@@ -283,6 +282,9 @@ class Call:
         self.record.outcome = "ok"
         self.record.reason = "trimmed" if len(printed) < len(items) else self.record.warmup
         self.record.pages_printed = len(printed)
+        # imported after the output: the fast path up to it loads no record module
+        from topics.delivery import Delivery
+
         delivery = Delivery(session_id, int(answer["turn"]), tuple(dict.fromkeys(p["slug"] for p in printed)),
                             self.cfg.channel, int(time.time() * 1000))
         report = delivery.to_obj()

@@ -11,7 +11,10 @@ here would make a validating client refuse a request the reference answers.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
+
+from pipeline.core.types import PAGE_FIELDS, VolunteeredPage
 
 CONTEXT_TOOL = "volunteer_context"
 STATS_TOOL = "volunteer_stats"
@@ -19,17 +22,11 @@ OPENED_TOOL = "volunteer_opened"
 
 _PAGE_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "slug": {"type": "string"},
-        "source_id": {"type": "string"},
-        "display": {"type": "string"},
-        "confidence": {"type": "number"},
-        "arm": {"type": "string"},
-        "rationale": {"type": "string"},
-        "synopsis": {"type": "string"},
-    },
-    "required": ["slug", "source_id", "display", "confidence", "arm", "rationale", "synopsis"],
+    "properties": {f.name: {"type": "number" if f.type in (float, "float") else "string"}
+                   for f in fields(VolunteeredPage)},
+    "required": list(PAGE_FIELDS),
 }
+"""A volunteered page of the result, from :class:`~pipeline.core.types.VolunteeredPage`'s fields."""
 
 _CONTEXT_RESULT_SCHEMA: dict[str, Any] = {
     "type": "object",

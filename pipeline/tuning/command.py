@@ -186,7 +186,7 @@ def _check_channel(channel: str) -> None:
 def publish_command(file: IO[bytes], *, broker: str | None, rate: str | None, channel: str | None,
                     keep_ts: bool, progress: bool | None) -> None:
     """``--to-topic``: publish the transcript's records to the turns topic at the chosen rate."""
-    from pipeline.cli.streamopts import settings_with_flags
+    from pipeline.cli.options import settings_with_flags
     from pipeline.tuning.publish import DEFAULT_CHANNEL, RateError, parse_rate, schedule
 
     channel = DEFAULT_CHANNEL if channel is None else channel

@@ -22,6 +22,7 @@ import pytest
 
 from pipeline.braindir import iter_brain_dir
 from pipeline.core.brain import BrainIndex
+from pipeline.core.types import VolunteeredPage
 from pipeline.embedded.postgres import EmbeddedPostgres
 from pipeline.settings import Settings
 from sinks.brain_import import import_brain
@@ -146,9 +147,10 @@ def synthetic_events(count: int, synopsis_chars: int) -> list[tuple[bytes, bytes
     filler = ("The quick brown fox jumps over the lazy dog. " * (synopsis_chars // 45 + 1))[:synopsis_chars]
     for i in range(count):
         sid, turn, slug = f"slow-{i // 40:06d}", i % 40 + 1, f"people/person-{i % 997}"
-        event = Volunteered(event_id_for(sid, turn, "default", slug, "stream"), sid, turn, slug, "default",
-                            "Person", 0.85, "title", 'exact title match "Person"; mentioned in the newest turn',
-                            filler, "stream", rfc3339_ms(1_790_000_000_000 + i))
+        event = Volunteered(event_id_for(sid, turn, "default", slug, "stream"), sid, turn,
+                            VolunteeredPage(slug, "default", "Person", 0.85, "title",
+                                            'exact title match "Person"; mentioned in the newest turn', filler),
+                            "stream", rfc3339_ms(1_790_000_000_000 + i))
         out.append((sid.encode(), event.to_json()))
     return out
 

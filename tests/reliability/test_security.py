@@ -37,6 +37,7 @@ from pipeline.agents.sink import EventWriter
 from pipeline.app import StreamApp
 from pipeline.braindir import iter_brain_dir
 from pipeline.cli import main as cli_main
+from pipeline.core.types import VolunteeredPage
 from pipeline.embedded.postgres import EmbeddedPostgres
 from pipeline.settings import Settings, load_settings
 from sinks.brain_import import import_brain
@@ -214,8 +215,9 @@ def test_sslmode_and_root_certificate_reach_libpq(tls_postgres: tuple[EmbeddedPo
 
     async def write_one() -> tuple[int, bool]:  # the sink's own connection (async, durable)
         writer = EventWriter(verified, "volunteered")
-        event = Volunteered(event_id_for("tls", 1, "default", "people/x", "stream"), "tls", 1, "people/x",
-                            "default", "X", 0.9, "alias", 'alias match "X"', "", "stream", rfc3339_ms(0))
+        event = Volunteered(event_id_for("tls", 1, "default", "people/x", "stream"), "tls", 1,
+                            VolunteeredPage("people/x", "default", "X", 0.9, "alias", 'alias match "X"', ""),
+                            "stream", rfc3339_ms(0))
         result = await writer.write([InRecord(b"tls", event.to_json(), 0, 0)], 0)
         async with await connect_async(verified) as conn:
             cur = await conn.execute("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
@@ -294,8 +296,8 @@ def test_the_worker_role_can_do_all_a_worker_does(worker_role: tuple[str, str], 
     snapshot = load_brain_snapshot(role_url)
     assert snapshot.pages > 0 and brain_version(role_url)
     old = Volunteered(event_id_for("old", 1, "default", "people/alice-example", "stream"), "old", 1,
-                      "people/alice-example", "default", "Alice Example", 0.9, "alias", 'alias match "Alice Example"',
-                      "", "stream", "2020-01-01T00:00:00.000Z")
+                      VolunteeredPage("people/alice-example", "default", "Alice Example", 0.9, "alias",
+                                      'alias match "Alice Example"', ""), "stream", "2020-01-01T00:00:00.000Z")
     with psycopg.connect(role_url, autocommit=True) as conn:
         assert insert_events_sync(conn, [old]) == 1
         assert insert_events_sync(conn, [old]) == 0  # ON CONFLICT DO NOTHING needs no more

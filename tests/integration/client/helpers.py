@@ -17,6 +17,7 @@ import orjson
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from pipeline.core.types import VolunteeredPage
 from pipeline.settings import Settings
 from topics.clients import make_consumer, make_producer
 from topics.records import Volunteered, decode_turn, event_id_for, rfc3339_ms
@@ -41,10 +42,11 @@ def page(session_id: str, turn: int, slug: str, *, confidence: float = 0.85, arm
     """A Volunteered record as a worker would publish it."""
     return Volunteered(
         event_id=event_id_for(session_id, turn, "default", slug, "stream"),
-        session_id=session_id, turn=turn, slug=slug, source_id="default",
-        display=slug.rsplit("/", 1)[-1].replace("-", " ").title(), confidence=confidence, arm=arm,
-        rationale=f"matched alias for {slug}", synopsis=f"About {slug}.", channel="stream",
-        volunteered_at=f"2025-06-01T12:00:{turn % 60:02d}.000Z",
+        session_id=session_id, turn=turn,
+        page=VolunteeredPage(slug=slug, source_id="default", display=slug.rsplit("/", 1)[-1].replace("-", " ").title(),
+                             confidence=confidence, arm=arm, rationale=f"matched alias for {slug}",
+                             synopsis=f"About {slug}."),
+        channel="stream", volunteered_at=f"2025-06-01T12:00:{turn % 60:02d}.000Z",
     )
 
 
@@ -115,7 +117,6 @@ def replay_pages(turn_lines: list[bytes], brain: Path = SAMPLE_BRAIN) -> list[Vo
         channel, ts_ms = channels[(obj["session_id"], obj["turn"])]
         pages.append(Volunteered(
             event_id=event_id_for(obj["session_id"], obj["turn"], obj["source_id"], obj["slug"], channel),
-            session_id=obj["session_id"], turn=obj["turn"], slug=obj["slug"], source_id=obj["source_id"],
-            display=obj["display"], confidence=obj["confidence"], arm=obj["arm"], rationale=obj["rationale"],
-            synopsis=obj["synopsis"], channel=channel, volunteered_at=rfc3339_ms(ts_ms)))
+            session_id=obj["session_id"], turn=obj["turn"], page=VolunteeredPage.from_dict(obj), channel=channel,
+            volunteered_at=rfc3339_ms(ts_ms)))
     return pages

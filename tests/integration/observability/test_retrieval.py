@@ -132,28 +132,3 @@ def test_the_agents_writer_decodes_dead_letters_and_applies_the_rest(migrated_da
     assert [(d["topic"], d["partition"], d["offset"]) for d in letters] == [("opens", 0, 11), ("opens", 1, 12)]
     assert letters[1]["value_encoding"] == "base64"
     assert retrieved(conn)["fresh"] is not None
-
-
-def test_the_agents_writer_retries_while_the_database_is_down_and_can_give_up_unacknowledged() -> None:
-    import asyncio
-    import socket
-
-    from pipeline.agents.batch_types import InRecord
-    from pipeline.agents.page_open_writer import OpenWriter
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    writer = OpenWriter(f"postgresql://nobody@127.0.0.1:{port}/x", "opens")
-    waits: list[float] = []
-    stop = [False]
-
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-        stop[0] = len(waits) >= 4
-
-    record = InRecord(b"k", b'{"slug": "a", "source_id": "default"}', 0, 1)
-    result = asyncio.run(writer.write([record], 0, should_stop=lambda: stop[0], sleep=sleep))
-    assert result.attempts == -1 and result.updated == 0  # the caller must not acknowledge
-    assert waits == [0.05, 0.1, 0.2, 0.4]  # exponential backoff between attempts
-    assert writer.failures == 5

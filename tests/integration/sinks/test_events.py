@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import psycopg
 import pytest
 
+from pipeline.core.types import VolunteeredPage
 from sinks.events import InvalidEvent, insert_events, insert_events_sync
 from topics.records import Volunteered, event_id_for
 
@@ -27,8 +28,9 @@ def make_event(
 ) -> Volunteered:
     return Volunteered(
         event_id=event_id_for(session_id, turn, source_id, slug, channel),
-        session_id=session_id, turn=turn, slug=slug, source_id=source_id, display="Alice Example",
-        confidence=confidence, arm="title", rationale=rationale, synopsis="Alice is a founder.",
+        session_id=session_id, turn=turn,
+        page=VolunteeredPage(slug=slug, source_id=source_id, display="Alice Example", confidence=confidence,
+                             arm="title", rationale=rationale, synopsis="Alice is a founder."),
         channel=channel, volunteered_at=at,
     )
 
@@ -147,3 +149,61 @@ def test_empty_batch_touches_nothing(migrated_database_url: str) -> None:
 def test_missing_table_raises_a_database_error(database_url: str) -> None:
     with pytest.raises(psycopg.errors.UndefinedTable):
         asyncio.run(_insert(database_url, [make_event(1)]))
+
+
+def test_the_sink_agents_writer_dead_letters_an_unstorable_event_and_commits_the_rest(
+        migrated_database_url: str) -> None:
+    """The event writer on the shared batch-writer base: decode, one retry after an unstorable
+    event (dead-lettered with its place), then a committed batch the agent may acknowledge."""
+    import orjson
+
+    from pipeline.agents.batch_types import InRecord, WriteOutcome
+    from pipeline.agents.sink import EventWriter
+
+    good, bad = make_event(1), make_event(2, at="yesterday")
+    records = [InRecord(b"s-1", good.to_json(), 0, 5), InRecord(b"s-1", bad.to_json(), 0, 6),
+               InRecord(b"s-1", None, 1, 7), InRecord(b"s-1", b"{}", 1, 8)]
+
+    async def go() -> tuple[object, ...]:
+        writer = EventWriter(migrated_database_url, "volunteered")
+        try:
+            r = await writer.write(records, 1_767_261_700_000)
+        finally:
+            await writer.close()
+        return r.outcome, r.attempts, r.inserted, r.events, r.dead_reasons, [orjson.loads(v)["offset"] for _, v in r.dead]
+
+    outcome, attempts, inserted, events, reasons, offsets = asyncio.run(go())
+    assert outcome is WriteOutcome.COMMITTED and (attempts, inserted, events) == (2, 1, 1)
+    assert reasons == ["missing_value", "invalid_volunteered", "invalid_event"] and offsets == [7, 8, 6]
+    assert len(rows(migrated_database_url)) == 1
+
+
+@pytest.mark.parametrize("which", ["events", "page opens"])
+def test_both_batch_writers_retry_while_the_database_is_away_and_stop_unacknowledged(which: str) -> None:
+    """The retry the two writers share (pipeline/agents/dbwriter.py): backoff between attempts,
+    nothing written, and a STOPPED outcome (never a count standing in for one) once the worker stops."""
+    import socket
+
+    from pipeline.agents.batch_types import InRecord, WriteOutcome
+    from pipeline.agents.page_open_writer import OpenWriter
+    from pipeline.agents.sink import EventWriter
+
+    with socket.socket() as sock:  # a port nobody listens on: every connection attempt fails
+        sock.bind(("127.0.0.1", 0))
+        url = f"postgresql://nobody@127.0.0.1:{sock.getsockname()[1]}/x"
+    if which == "events":
+        writer: EventWriter | OpenWriter = EventWriter(url, "volunteered")
+        record = InRecord(b"s-1", make_event(1).to_json(), 0, 1)
+    else:
+        writer = OpenWriter(url, "opens")
+        record = InRecord(b"k", b'{"slug": "a", "source_id": "default"}', 0, 1)
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    result = asyncio.run(writer.write([record], 0, should_stop=lambda: len(waits) >= 4, sleep=sleep))
+    assert result.outcome is WriteOutcome.STOPPED and not result.committed  # the agent acknowledges nothing
+    assert (result.attempts, writer.failures, result.dead) == (5, 5, [])
+    assert waits == [0.05, 0.1, 0.2, 0.4]  # exponential backoff between attempts
+    assert (result.inserted if isinstance(writer, EventWriter) else result.updated) == 0

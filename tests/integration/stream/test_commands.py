@@ -16,6 +16,7 @@ import orjson
 import psycopg
 import pytest
 
+from pipeline.core.types import VolunteeredPage
 from pipeline.settings import load_settings
 from tests.integration.stream.harness import ROOT, run, volunteer_up
 from tests.services.broker import TestNames, settings_for
@@ -107,8 +108,9 @@ def test_feed_numbers_turns_and_watch_prints_pages(module_broker_url: str, names
     missing = volunteer("feed", env=env, stdin=b"user: hi\n")
     assert missing.returncode == 2 and b"--session" in missing.stderr
 
-    events = [Volunteered(f"e{i}", sid, i, f"people/p{i}", "default", f"P {i}", 0.85, "title",
-                          f'exact title match "P {i}"', "", "stream", "2026-01-01T00:00:00.000Z")
+    events = [Volunteered(f"e{i}", sid, i, VolunteeredPage(f"people/p{i}", "default", f"P {i}", 0.85, "title",
+                                                           f'exact title match "P {i}"', ""),
+                          "stream", "2026-01-01T00:00:00.000Z")
               for i, sid in enumerate(["a", "b", "a"], start=1)]
 
     async def publish() -> None:

@@ -202,13 +202,14 @@ def test_a_malformed_reply_is_refused_whole(raw: Any, reason: str) -> None:
 
 
 def test_protocol_mirrors_the_record_limits() -> None:
-    from pipeline.core.types import ARMS
+    from pipeline.core.types import ARMS, PAGE_FIELDS
     from pipeline.hook import protocol
     from topics import records
 
     assert (protocol.MAX_SESSION_ID_CHARS, protocol.MAX_TURN_NUMBER) == (records.MAX_SESSION_ID_CHARS,
                                                                         records.MAX_TURN_NUMBER)
     assert protocol.ARMS == ARMS
+    assert protocol.PAGE_FIELDS == PAGE_FIELDS  # the hook's copy (it cannot import the core and stay light)
 
 
 def test_raw_http_responses_are_parsed() -> None:

@@ -16,8 +16,8 @@ from pipeline.agents.session_table import SessionRecord
 from pipeline.agents.window_batch import WindowProcessor
 from pipeline.braindir import load_brain_dir
 from pipeline.core.brain import BrainIndex
-from pipeline.hook.protocol import Delivery
 from pipeline.settings import Settings, load_settings
+from topics.delivery import Delivery
 from topics.records import DeadLetter, Turn, Volunteered, event_id_for
 
 SAMPLES = Path(__file__).resolve().parents[3] / "pipeline" / "samples"
