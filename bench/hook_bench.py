@@ -7,7 +7,7 @@
 
 Starts embedded services and one worker (sample brain, web server on), warms it up, then runs the
 hook the way a harness does: the command ``volunteer bootstrap`` installs (``python -I -S`` and the
-launcher, :mod:`pipeline.hook.launch`) as a fresh process, the ``UserPromptSubmit`` JSON on stdin;
+launcher, :mod:`pipeline.launch`) as a fresh process, the ``UserPromptSubmit`` JSON on stdin;
 the ``volunteer`` console script is timed too, for comparison. Prompts cycle through sessions, so most are a session's 2nd+
 prompt and some its first (with a transcript to warm the window from). For each call it records
 the time from spawn to the end of stdout (the harness has the output then; the hook closes stdout

@@ -8,8 +8,10 @@ window agent checks before decoding a Turn (docs/contracts.md "Records", docs/ho
 
 Light on purpose: the hook process imports this module to report what it printed (after its
 output; its start-up counts against the hook's latency goal), so it uses only what the hook's fast
-path already loaded: :mod:`pipeline.hook.jsonlite` (the stdlib's C JSON without ``json``, ``re``
-or ``math``) and the limits and harness channels of :mod:`pipeline.hook.protocol` — no orjson,
+path already loaded: :mod:`pipeline.jsonlite` (the stdlib's C JSON without ``json``, ``re``
+or ``math``). It also holds the record's limits and the harness channels, which the hook's
+:mod:`pipeline.hook.protocol` imports from here (the hook depends on the record, never the
+other way round) — no orjson,
 dataclasses or typing at run time, and not :mod:`topics.records` (which pulls in the core).
 Decoding raises only :class:`topics.records.InvalidRecord` (imported when one is raised), whose
 code becomes the dead letter's reason.
@@ -17,8 +19,7 @@ code becomes the dead letter's reason.
 
 from __future__ import annotations
 
-from pipeline.hook import jsonlite
-from pipeline.hook.protocol import HOOK_CHANNELS, MAX_SESSION_ID_CHARS, MAX_SLUG_CHARS, MAX_TURN_NUMBER
+from pipeline import jsonlite
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
@@ -26,6 +27,13 @@ if TYPE_CHECKING:
     from typing import Any
 
     from topics.records import InvalidRecord
+
+MAX_SESSION_ID_CHARS = 256  # topics.records.MAX_SESSION_ID_CHARS (not imported: records pulls in the core)
+MAX_TURN_NUMBER = 2_147_483_647  # topics.records.MAX_TURN_NUMBER
+MAX_SLUG_CHARS = 1024
+
+HOOK_CHANNELS: tuple[str, ...] = ("claude-code", "codex", "opencode")
+"""Channels whose pages count only once the hook reports them printed (the reference's harness channels)."""
 
 DELIVERY_PREFIX = b'{"kind":"delivered",'
 MAX_SLUGS_PER_DELIVERY = 64

@@ -59,13 +59,12 @@ from pipeline.hook.protocol import (
     DELIVERED_PATH,
     HEALTH_PATH,
     HELLO_PATH,
-    HOOK_CHANNELS,
     MAX_DELIVERIES_PER_REQUEST,
     MAX_WAIT_MS,
     ROUTED_HEADER,
     TURNS_PATH,
 )
-from topics.delivery import Delivery, delivery_from_obj
+from topics.delivery import HOOK_CHANNELS, Delivery, delivery_from_obj
 from topics.records import InvalidRecord, decode_turn
 
 if TYPE_CHECKING:

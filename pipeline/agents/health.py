@@ -77,7 +77,7 @@ class Readiness:
 
 def readiness(ctx: AgentContext) -> Readiness:
     """The readiness of this worker now (cheap: no request to the broker or the database)."""
-    from pipeline.worker_metrics import consumer_lag
+    from pipeline.agents.lag import consumer_lag
 
     app: Any = ctx.app
     owned = ctx.assigned_partitions(ctx.settings.topic_turns)

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 from pipeline.core.session import SessionState, StepResult
 from pipeline.core.types import VolunteeredPage
-from pipeline.hook.protocol import HOOK_CHANNELS
-from topics.delivery import Delivery
+from topics.delivery import HOOK_CHANNELS, Delivery
 from topics.records import Volunteered, event_id_for, rfc3339_ms
 
 __all__ = ["HOOK_CHANNELS", "Proposal", "apply_delivery", "is_hook_channel", "propose", "volunteered_event"]

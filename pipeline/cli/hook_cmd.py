@@ -1,7 +1,7 @@
 """``volunteer hook``: the commands a harness (Claude Code, Codex) runs as hooks.
 
 The ``volunteer`` executable usually answers ``hook user-prompt`` without loading click at all
-(:mod:`pipeline.hook.entry`); this click command is the same thing with help and argument errors,
+(:mod:`pipeline.entry`); this click command is the same thing with help and argument errors,
 and what ``python -m pipeline hook user-prompt`` runs. Both read :data:`pipeline.hook.config.OPTIONS`.
 """
 
@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from pipeline.hook.config import OPTIONS
-from pipeline.hook.protocol import DEFAULT_HARNESS, HOOK_CHANNELS
+from pipeline.hook.protocol import DEFAULT_HARNESS
+from topics.delivery import HOOK_CHANNELS
 
 
 @click.group(name="hook")

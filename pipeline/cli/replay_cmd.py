@@ -132,7 +132,7 @@ def replay(
     Exit status: 0 when at least one line was a usable Turn record (or the input was empty),
     1 when none was, 2 for a bad command line.
     """
-    from pipeline.tuning.command import check_flags, grid_or_fail, publish_command, sweep_command
+    from pipeline.cli.replay_tuning import check_flags, grid_or_fail, publish_command, sweep_command
 
     check_flags(sweep=sweep, score=score, jobs=jobs, plot=plot, to_topic=to_topic, rate=rate, channel=channel,
                 broker=broker, keep_ts=keep_ts, as_json=as_json, decision_flags=given_decision_flags(decision))

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 
 from pipeline.hook.credential import state_base
-from pipeline.hook.protocol import DEFAULT_HARNESS, HOOK_CHANNELS
+from pipeline.hook.protocol import DEFAULT_HARNESS
+from topics.delivery import HOOK_CHANNELS
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:

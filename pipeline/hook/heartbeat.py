@@ -13,7 +13,7 @@ import fcntl
 import os
 import time
 
-from pipeline.hook import jsonlite
+from pipeline import jsonlite
 from pipeline.hook.private import open_private, private_dir, write_private
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import _socket
 import time
 
-from pipeline.hook import jsonlite
+from pipeline import jsonlite
 from pipeline.hook.credential import AUTH_HEADER, PROOF_HEADER, answer_is_proven, new_nonce, sign_request
 from pipeline.hook.protocol import dumps
 

@@ -81,7 +81,7 @@ def settings_path(harness: str, scope: str, project_dir: Path | None = None,
     return project / ".claude" / ("settings.local.json" if scope == "local" else "settings.json")
 
 
-LAUNCHER = Path(__file__).with_name("launch.py")
+LAUNCHER = Path(__file__).parent.parent / "launch.py"
 LAUNCHER_FLAGS = ("-I", "-S")
 """No site-packages scan and no environment (see :mod:`pipeline.hook.launch`): ~8 ms less per prompt."""
 
@@ -105,7 +105,7 @@ def console_script() -> list[str]:
     A harness started from a desktop launcher has no shell PATH, and a ``volunteer`` found on PATH
     may belong to another installation, so the script is taken from this interpreter's scripts
     folder (``<prefix>/bin``; the path is not resolved, so a virtualenv's own ``bin`` stays in it).
-    It is the fast entry (:mod:`pipeline.hook.entry`); ``python -m pipeline`` (the click path, about
+    It is the fast entry (:mod:`pipeline.entry`); ``python -m pipeline`` (the click path, about
     20 ms slower per prompt) is only used for an installation that has no console script.
     """
     script = Path(sysconfig.get_path("scripts")) / "volunteer"
@@ -126,9 +126,11 @@ def warm_bytecode() -> int:
     """
     import py_compile
 
-    package = LAUNCHER.parent.parent
-    sources = [package / "__init__.py", package / "corebuild.py",
-               *sorted(p for p in LAUNCHER.parent.glob("*.py") if p != LAUNCHER)]
+    package = LAUNCHER.parent
+    hook = Path(__file__).parent
+    sources = [package / "__init__.py", package / "corebuild.py", package / "entry.py", package / "jsonlite.py",
+               package.parent / "topics" / "__init__.py", package.parent / "topics" / "delivery.py",
+               *sorted(hook.glob("*.py"))]
     written = 0
     for source in sources:
         try:
@@ -149,7 +151,7 @@ def hook_command(harness: str, executable: list[str], env_vars: Mapping[str, str
 
 def is_our_command(command: Any) -> bool:
     """``…/volunteer hook user-prompt …``, ``… -m pipeline hook user-prompt …`` or
-    ``… pipeline/hook/launch.py hook user-prompt …``."""
+    ``… pipeline/launch.py hook user-prompt …`` (or the launcher's earlier place, ``pipeline/hook/launch.py``)."""
     if not isinstance(command, str):
         return False
     try:
@@ -161,7 +163,9 @@ def is_our_command(command: Any) -> bool:
             before = tokens[i - 1]
             if Path(before).name == "volunteer" or (before == "pipeline" and i >= 2 and tokens[i - 2] == "-m"):
                 return True
-            if Path(before).parts[-3:] == ("pipeline", "hook", "launch.py"):
+            if Path(before).parts[-2:] == ("pipeline", "launch.py"):
+                return True
+            if Path(before).parts[-3:] == ("pipeline", "hook", "launch.py"):  # where it was before
                 return True
     return False
 

@@ -4,25 +4,20 @@ The delivery record the hook sends back (what it printed) is a record type like 
 lives beside them in :mod:`topics.delivery`, which takes its limits from here. The hook imports it
 only once it has printed its block, so the fast path up to the output loads no ``topics`` module.
 
-Light on purpose (the hook process imports it): :mod:`pipeline.hook.jsonlite` only (not ``json``, which
+Light on purpose (the hook process imports it): :mod:`pipeline.jsonlite` only (not ``json``, which
 loads ``re``, nor ``math``).
 """
 
 from __future__ import annotations
 
-from pipeline.hook import jsonlite
+from pipeline import jsonlite
+from topics.delivery import MAX_SESSION_ID_CHARS, MAX_SLUG_CHARS
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-MAX_SESSION_ID_CHARS = 256  # topics.records.MAX_SESSION_ID_CHARS (not imported: the hook stays light)
-MAX_TURN_NUMBER = 2_147_483_647  # topics.records.MAX_TURN_NUMBER
-MAX_SLUG_CHARS = 1024
-
-HOOK_CHANNELS: tuple[str, ...] = ("claude-code", "codex", "opencode")
-"""Channels whose pages count only once the hook reports them printed (the reference's harness channels)."""
 
 DEFAULT_HARNESS = "claude-code"
 

@@ -14,7 +14,7 @@ the workers of its app id (default ``volunteer-stream``) â€” the default stack â
 all share one broker: with two brokers and the same app id it cannot tell which stack is meant and
 prints nothing (heartbeat reason ``ambiguous_stack``) rather than send the prompt to the wrong one.
 
-Light on purpose (the hook process imports it): :mod:`pipeline.hook.jsonlite`, ``_blake2``, ``_socket`` and
+Light on purpose (the hook process imports it): :mod:`pipeline.jsonlite`, ``_blake2``, ``_socket`` and
 ``os`` only.
 """
 
@@ -25,7 +25,7 @@ import stat
 import time
 from _socket import gethostname  # socket.gethostname, without socket.py (enum, selectors)
 
-from pipeline.hook import jsonlite
+from pipeline import jsonlite
 
 try:  # the bare BLAKE2 module: hashlib would also load OpenSSL, a few ms of the hook's start-up
     from _blake2 import blake2b

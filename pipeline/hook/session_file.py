@@ -12,7 +12,7 @@ import fcntl
 import os
 import time
 
-from pipeline.hook import jsonlite
+from pipeline import jsonlite
 from pipeline.hook.private import open_private, private_dir, write_private
 
 try:  # the bare BLAKE2 module: hashlib would also load OpenSSL, a few ms of the hook's start-up

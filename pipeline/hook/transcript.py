@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import stat
 
-from pipeline.hook import jsonlite
+from pipeline import jsonlite
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ import os
 import sys
 import time
 
-from pipeline.hook import jsonlite
+from pipeline import jsonlite
 from pipeline.hook.block import fit
 from pipeline.hook.config import HookConfig, hooks_enabled
 from pipeline.hook.credential import CredentialError, load_token
@@ -34,7 +34,6 @@ from pipeline.hook.protocol import (
     DELIVERED_PATH,
     HELLO_PATH,
     MAX_DELIVERIES_PER_REQUEST,
-    MAX_TURN_NUMBER,
     TURNS_PATH,
     BadReply,
     items_from_answer,
@@ -42,6 +41,7 @@ from pipeline.hook.protocol import (
 from pipeline.hook.registry import Ambiguous, urls_for
 from pipeline.hook.session_file import SessionHookState, SessionStateFile, prompt_digest, sweep_old_sessions
 from pipeline.hook.transcript import TranscriptRefused, confine, read_new
+from topics.delivery import MAX_TURN_NUMBER
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from pipeline.core.normalize import normalize_alias
-from pipeline.hook.protocol import HOOK_CHANNELS
 from tests.reliability.workload import conformance_dialogues
+from topics.delivery import HOOK_CHANNELS
 
 MAX_TEXT_BYTES = 2048
 """``VOLUNTEER_MAX_TEXT_BYTES`` of the fuzzed worker: low, so oversized texts are cheap to make."""

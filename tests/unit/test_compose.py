@@ -295,8 +295,8 @@ def test_dockerfile_builds_the_package_and_runs_the_volunteer_command() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
     assert image.entrypoint and image.entrypoint[0] in scripts, (
         f"ENTRYPOINT {image.entrypoint} is not a console script of pyproject.toml ({sorted(scripts)})")
-    # pipeline.hook.entry answers 'hook user-prompt' itself and hands every other command to pipeline.cli:main
-    assert scripts[image.entrypoint[0]] in ("pipeline.cli:main", "pipeline.hook.entry:main")
+    # pipeline.entry answers 'hook user-prompt' itself and hands every other command to pipeline.cli:main
+    assert scripts[image.entrypoint[0]] in ("pipeline.cli:main", "pipeline.entry:main")
     assert image.cmd, "the Dockerfile needs a default CMD (the worker)"
 
 

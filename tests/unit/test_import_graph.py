@@ -172,6 +172,32 @@ def test_the_package_has_no_import_cycle() -> None:
     assert not cycles, "import cycles (imports inside functions and TYPE_CHECKING count):\n" + "\n".join(cycles)
 
 
+def _part(module: str) -> str:
+    """The part a module belongs to: a sub-package of ``pipeline`` (``pipeline.hook``), ``topics``,
+    ``sinks``, or a top-level module of ``pipeline`` on its own (``pipeline.settings``)."""
+    parts = module.split(".")
+    if parts[0] != "pipeline":
+        return parts[0]
+    return ".".join(parts[:2]) if len(parts) > 1 else module
+
+
+def _parts_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    parts: dict[str, set[str]] = {}
+    for src, targets in graph.items():
+        arrows = parts.setdefault(_part(src), set())
+        arrows.update(_part(dst) for dst in targets if _part(dst) != _part(src))
+    return parts
+
+
+def test_the_parts_import_each_other_one_way() -> None:
+    """No loop between parts either (hook -> topics -> hook was one: each module was fine, but the
+    two packages leaned on each other), so the parts can be drawn as layers."""
+    parts = _parts_graph(_graph())
+    cycles = [" -> ".join(_cycle_path(parts, component)) for component in _cycles(parts)]
+    assert not cycles, "\n".join(cycles)
+    assert _cycles(_parts_graph({"pipeline.hook.a": {"topics.d"}, "topics.d": {"pipeline.hook.b"}})) != []
+
+
 def test_the_core_imports_nothing_outside_the_core() -> None:
     graph = _graph()
     bad = sorted((src, dst) for src, targets in graph.items() if _in(src, "pipeline.core")

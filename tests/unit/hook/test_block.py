@@ -204,9 +204,9 @@ def test_a_malformed_reply_is_refused_whole(raw: Any, reason: str) -> None:
 def test_protocol_mirrors_the_record_limits() -> None:
     from pipeline.core.types import ARMS, PAGE_FIELDS
     from pipeline.hook import protocol
-    from topics import records
+    from topics import delivery, records
 
-    assert (protocol.MAX_SESSION_ID_CHARS, protocol.MAX_TURN_NUMBER) == (records.MAX_SESSION_ID_CHARS,
+    assert (delivery.MAX_SESSION_ID_CHARS, delivery.MAX_TURN_NUMBER) == (records.MAX_SESSION_ID_CHARS,
                                                                         records.MAX_TURN_NUMBER)
     assert protocol.ARMS == ARMS
     assert protocol.PAGE_FIELDS == PAGE_FIELDS  # the hook's copy (it cannot import the core and stay light)
@@ -229,8 +229,8 @@ def test_raw_http_responses_are_parsed() -> None:
 
 
 def test_the_fast_entry_parses_like_the_click_command() -> None:
+    from pipeline.entry import parse_user_prompt
     from pipeline.hook.config import OPTIONS
-    from pipeline.hook.entry import parse_user_prompt
 
     assert parse_user_prompt([]) == ("claude-code", {})
     assert parse_user_prompt(["--harness", "codex", "--url=http://h:1", "--deadline-ms", "300"]) == (

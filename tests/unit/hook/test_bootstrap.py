@@ -191,7 +191,7 @@ def test_the_installed_command_starts_the_hook_without_path_site_or_environment(
         "hooks"][0]["command"]
     assert command == f"{sys.executable} -I -S {LAUNCHER} hook user-prompt"
     assert is_our_command(command)
-    assert list((LAUNCHER.parent / "__pycache__").glob("user_prompt.*.pyc")), "bootstrap writes the byte-code cache"
+    assert list((LAUNCHER.parent / "hook" / "__pycache__").glob("user_prompt.*.pyc")), "bootstrap writes the byte-code cache"
     env = {"HOME": str(tmp_path), "PATH": "/nonexistent", "PYTHONPATH": str(tmp_path / "nothing-here")}
     hook = subprocess.run(["/bin/sh", "-c", command], input=b'{"session_id": "s1", "prompt": "Alice Example?"}',
                           capture_output=True, env=env, timeout=60)
@@ -233,6 +233,7 @@ def test_the_launcher_keeps_its_own_folder_off_the_import_path(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(("command", "ours"), [
+    ("/v/bin/python -I -S /v/lib/python3.11/site-packages/pipeline/launch.py hook user-prompt", True),
     ("/v/bin/python -I -S /v/lib/python3.11/site-packages/pipeline/hook/launch.py hook user-prompt", True),
     ("/v/bin/python -I -S /elsewhere/launch.py hook user-prompt", False),
 ])

@@ -17,16 +17,16 @@ HEAVY = ("json", "re", "enum", "math", "dataclasses", "typing", "orjson", "topic
 
 
 def test_the_hook_fast_path_imports_nothing_heavy_for_the_record() -> None:
-    """Up to its output the hook loads no ``topics`` module; the record it reports afterwards adds
-    nothing heavy either."""
-    code = ("import sys, pipeline.hook.entry, pipeline.hook.user_prompt; "
+    """Up to its output the hook loads only the record's own module from ``topics`` (its limits and
+    channels: the hook depends on the record, not the other way round), and nothing heavy."""
+    code = ("import sys, pipeline.entry, pipeline.hook.user_prompt; "
             "before = sorted(m for m in sys.modules if m == 'topics' or m.startswith('topics.')); "
             "import topics.delivery; "
             f"print(before, sorted(m for m in sys.modules if m in {HEAVY!r} or m.startswith('pipeline.core.')))")
-    # -I -S: how bootstrap installs the hook (pipeline/hook/launch.py), so site-packages add nothing
+    # -I -S: how bootstrap installs the hook (pipeline/launch.py), so site-packages add nothing
     out = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path.append({ROOT!r}); " + code],
                          capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[] []"
+    assert out.strip() == "['topics', 'topics.delivery'] []"
 
 
 def test_a_delivery_round_trips_and_starts_with_its_prefix() -> None:

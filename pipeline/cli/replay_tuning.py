@@ -1,7 +1,8 @@
 """The tuning side of ``volunteer replay``: flag checks, ``--sweep``/``--score`` and ``--to-topic``.
 
 ``pipeline/cli/replay_cmd.py`` declares the flags and calls these functions, so the command module
-stays small and all tuning behaviour lives in this package.
+stays small. This is command-line code (click, flags, progress on stderr) over the tuning package
+(:mod:`pipeline.tuning`), which stays free of the CLI: the import arrows run cli -> tuning only.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ options of :data:`pipeline.hook.config.OPTIONS`), and hands everything else (eve
 ``--help``, anything it does not recognise) to the click CLI in :mod:`pipeline.cli`, which defines
 the same options and gives the usual help and errors.
 
-It is also what :mod:`pipeline.hook.launch` runs under ``python -I -S`` (the command ``volunteer
+It is also what :mod:`pipeline.launch` runs under ``python -I -S`` (the command ``volunteer
 bootstrap`` writes); that interpreter has no site-packages, so before handing over to click this
 entry turns them on (``site.main()``) and the garbage collector back on, and every command works
 from that command line too.
@@ -22,7 +22,8 @@ import sys
 def parse_user_prompt(args: list[str]) -> tuple[str, dict[str, str]] | None:
     """``(harness, {variable: value})`` for plain arguments; ``None`` means "let click handle it"."""
     from pipeline.hook.config import OPTIONS
-    from pipeline.hook.protocol import DEFAULT_HARNESS, HOOK_CHANNELS
+    from pipeline.hook.protocol import DEFAULT_HARNESS
+    from topics.delivery import HOOK_CHANNELS
 
     variables = {flag: variable for flag, variable, _ in OPTIONS}
     harness = DEFAULT_HARNESS
@@ -61,13 +62,13 @@ def main() -> None:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)  # nothing left to clean up; interpreter teardown would only add latency
-    if sys.flags.no_site:  # started by pipeline.hook.launch: click and the rest live in site-packages
+    if sys.flags.no_site:  # started by pipeline.launch: click and the rest live in site-packages
         import site
 
         site.main()
     import gc
 
-    gc.enable()  # off in pipeline.hook.launch, for the one-prompt process only
+    gc.enable()  # off in pipeline.launch, for the one-prompt process only
     from pipeline.cli import main as cli
 
     cli()

@@ -1,4 +1,4 @@
-"""The hook's JSON (pipeline.hook.jsonlite) against the stdlib's: the same values and the same text
+"""The hook's JSON (pipeline.jsonlite) against the stdlib's: the same values and the same text
 for anything, and an error wherever the stdlib raises one."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.hook import jsonlite
+from pipeline import jsonlite
 
 scalars = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
            | st.text())
@@ -91,7 +91,7 @@ def test_unserializable_values_raise_type_error_and_leave_no_state() -> None:
 
 
 def test_importing_it_loads_neither_json_nor_re() -> None:
-    code = "import sys, pipeline.hook.jsonlite as j; j.loads(b'{\"a\":[1]}'); j.dumps({'a': 1}); " \
+    code = "import sys, pipeline.jsonlite as j; j.loads(b'{\"a\":[1]}'); j.dumps({'a': 1}); " \
            "print(sorted({'json', 're', 'enum'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -18,7 +18,7 @@ default), its inputs are capped, and the collections that its imports and its fe
 objects set off were 1-3 ms of its CPU (docs/hooks.md, "Speed"). Reference counting still frees
 everything else.
 
-Every other command, ``--help`` included, goes to the click CLI (:mod:`pipeline.hook.entry`),
+Every other command, ``--help`` included, goes to the click CLI (:mod:`pipeline.entry`),
 which turns site-packages and the collector back on first.
 """
 
@@ -29,14 +29,14 @@ from os.path import abspath, dirname
 gc.disable()
 
 _HERE = dirname(abspath(__file__))
-while _HERE in sys.path:  # run without -I: this folder must not shadow the stdlib (http, ...)
+while _HERE in sys.path:  # run without -I: the package folder is not a top-level import path
     sys.path.remove(_HERE)
-_ROOT = dirname(dirname(_HERE))
+_ROOT = dirname(_HERE)
 if _ROOT not in sys.path:
     sys.path.append(_ROOT)
 
 sys.argv[0] = "volunteer"  # how --help and errors name the program
 
-from pipeline.hook.entry import main  # noqa: E402 - the path has to be set first
+from pipeline.entry import main  # noqa: E402 - the path has to be set first
 
 main()
