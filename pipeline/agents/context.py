@@ -10,7 +10,7 @@ only: an agent changes what it is given (counters, the table), it never rebinds 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -39,7 +39,8 @@ class Counters:
     purged: int = 0
 
     def snapshot(self) -> tuple[int, ...]:
-        return (self.turns, self.skipped, self.volunteered, self.dead_letters, self.rows, self.expired, self.purged)
+        """Every total, in field order (derived, so a new counter cannot be left out of it)."""
+        return astuple(self)
 
 
 class BatchMetrics(Protocol):
