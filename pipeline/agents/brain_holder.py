@@ -11,8 +11,9 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -89,7 +90,7 @@ class BrainHolder:
                     return False
                 started = time.monotonic()
                 # GC paused while it builds, so no full collection holds the loop up (agents/brainswap.py)
-                snap = await asyncio.to_thread(without_gc, load_brain_snapshot, url, self.source_ids)
+                snap = await asyncio.to_thread(without_gc, _load_ready, load_brain_snapshot, url, self.source_ids)
             except (psycopg.Error, OSError) as exc:
                 log.warning("brain refresh failed, keeping the loaded brain: %s", str(exc).strip()[:200])
                 return False
@@ -104,3 +105,12 @@ class BrainHolder:
             log.info("brain reloaded: %d pages, %d alias rows, version %s, %.2fs",
                      snap.pages, snap.alias_rows, snap.version, time.monotonic() - started)
             return True
+
+
+def _load_ready(load: Callable[..., Any], url: str, source_ids: Sequence[str] | None) -> Any:
+    """Load a brain snapshot and build the lazy alias view the resolver reads (``BrainIndex.alias_index``)
+    in the loading thread, so the first batch after a reload does not build it on the event loop
+    (about 66 ms for 100,000 pages)."""
+    snap = load(url, source_ids)
+    snap.index.alias_index  # noqa: B018 - built on first access; this is that access
+    return snap

@@ -359,3 +359,20 @@ def test_brain_import_command_bad_input(tmp_path: Path, migrated_database_url: s
     result = CliRunner().invoke(main, ["brain", "import", str(tmp_path), "--database-url", migrated_database_url])
     assert result.exit_code == 1
     assert "pages.jsonl:1: field 'title' is required" in result.output
+
+
+def test_a_worker_reload_swaps_in_a_brain_whose_alias_view_is_already_built(migrated_database_url: str) -> None:
+    """``BrainHolder.refresh`` loads in a thread and builds the resolver's lazy alias view there too,
+    so the first batch after a reload does not build it on the event loop."""
+    from pipeline.agents.brain_holder import BrainHolder
+
+    url = migrated_database_url
+    _exec(url, "INSERT INTO pages (slug, type, title) VALUES ('people/ada', 'person', 'Ada Lovelace')")
+    holder = BrainHolder.from_database(url)
+    assert asyncio.run(holder.refresh()) is False  # nothing changed yet
+    _exec(url, "INSERT INTO page_aliases (source_id, alias_norm, slug) VALUES ('default', 'countess', 'people/ada')")
+    before = holder.index
+    assert asyncio.run(holder.refresh()) is True
+    assert holder.index is not before
+    assert holder.index._alias_view is not None  # built while loading, not on first use
+    assert holder.index.alias_targets("countess") == {"default": ("people/ada",)}
