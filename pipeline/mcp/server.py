@@ -270,6 +270,7 @@ async def serve_http(server: Server[Any], host: str, port: int, token: str,
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    sock.listen(2048)  # before the announcement: a client that connects on reading it must not be refused
     bound = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", access_log=False, log_config=None, lifespan="on")
     shown = f"[{host}]" if family == socket.AF_INET6 else host
