@@ -3,16 +3,27 @@
 One model for every command so that the worker, the CLI and the compose file agree on names.
 Numeric decision knobs are kept *raw* (any float) and clamped by the core exactly as the
 reference does, so settings tuned on gbrain carry over unchanged.
+
+The model is a plain pydantic ``BaseModel`` that reads its variables itself (:func:`environment`),
+the way pydantic-settings' ``BaseSettings`` with these options reads them (names case-insensitive,
+values passed to validation as the strings they are, defaults validated too). Importing
+pydantic-settings cost every command about 0.25 s of CPU (asyncio, its dotenv, CLI and cloud
+sources), half of a replay's start-up; ``tests/unit/test_settings.py`` compares this reader with
+``BaseSettings`` on the same fields.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_PORT = 65535
+
+ENV_PREFIX = "VOLUNTEER_"
+"""Each setting is read from the variable ``VOLUNTEER_<NAME>``, in any letter case."""
 
 EMBEDDED_BROKER_SCHEME = "tansu"
 """A broker URL with this scheme names the embedded Tansu broker (``tansu://127.0.0.1:PORT``).
@@ -25,10 +36,33 @@ Only such a URL switches on the quirk handling (:mod:`topics.tansu_client` for t
 _DEFAULT_PURGE_CRON = "17 3 * * *"
 
 
-class Settings(BaseSettings):
-    """Everything a command needs to find its services and make its decisions."""
+def environment(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``{name: value}`` of the ``VOLUNTEER_<NAME>`` variables set for ``names``, matched in any case.
 
-    model_config = SettingsConfigDict(env_prefix="VOLUNTEER_", extra="ignore", populate_by_name=True)
+    Like pydantic-settings without ``case_sensitive``: every variable name is lower-cased first,
+    so of two spellings of one name the later in the environment wins.
+    """
+    lowered = {key.lower(): value for key, value in (os.environ if environ is None else environ).items()}
+    prefix = ENV_PREFIX.lower()
+    found = {}
+    for name in names:
+        value = lowered.get(prefix + name.lower())
+        if value is not None:
+            found[name] = value
+    return found
+
+
+class Settings(BaseModel):
+    """Everything a command needs to find its services and make its decisions.
+
+    ``Settings(**values)``: the values given, else the environment's, else the defaults.
+    """
+
+    # validate_default: as BaseSettings does (a default passes its validators; ``4`` becomes 4.0)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, validate_default=True)
+
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**{**environment(type(self).model_fields), **values})
 
     # --- services -------------------------------------------------------------------------
     broker: str = Field(
@@ -53,7 +87,7 @@ class Settings(BaseSettings):
     min_confidence: float | None = Field(None, description="Gate; outside [0, 1] or missing means 0.7.")
     source: str = Field("default", description="Brain source id turns resolve against unless they name one.")
     lexical_arms: bool = Field(True, description="Weak-alias, surname and CJK arms (gbrain's kill switch).")
-    exclude_slug_prefixes: Annotated[list[str], NoDecode] = Field(
+    exclude_slug_prefixes: list[str] = Field(
         default_factory=list,
         description="Slugs starting with any of these are never volunteered (comma-separated, or a JSON list).",
     )

@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:  # run as a plain script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from pipeline.cli import main as cli_main  # noqa: E402
-from pipeline.settings import Settings  # noqa: E402
+from pipeline.settings import ENV_PREFIX, Settings  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "configuration.md"
 REGENERATE = "python scripts/gen_config_docs.py"
@@ -88,13 +88,9 @@ class Section:
     rows: list[Row] = field(default_factory=list)
 
 
-def env_name(name: str, info: FieldInfo) -> str:
-    """The variable pydantic-settings reads for a field (an alias replaces prefix + name)."""
-    alias = info.validation_alias or info.alias
-    if isinstance(alias, str):
-        return alias.upper()
-    prefix = str(Settings.model_config.get("env_prefix", ""))
-    return f"{prefix}{name}".upper()
+def env_name(name: str) -> str:
+    """The variable a field is read from (:func:`pipeline.settings.environment`)."""
+    return f"{ENV_PREFIX}{name}".upper()
 
 
 _TYPE_WORDS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -201,8 +197,7 @@ def option_matches(option: click.Option, field_name: str, env: str) -> str | Non
 def flags_by_field(group: click.Group, names: list[str]) -> dict[str, list[tuple[str, list[str]]]]:
     """Field -> [(flag, [commands that have it])], flags and commands sorted."""
     found: dict[str, dict[str, list[str]]] = {name: {} for name in names}
-    envs = {name: env_name(name, Settings.model_fields[name]) if name in Settings.model_fields
-            else f"VOLUNTEER_{name.upper()}" for name in names}
+    envs = {name: env_name(name) for name in names}
     for path, command in iter_commands(group):
         short = path.removeprefix("volunteer ")
         for param in command.params:
@@ -226,7 +221,7 @@ def collect(cls: type[Settings] = Settings, group: click.Group = cli_main) -> li
     for name in names:
         info = cls.model_fields[name]
         title = sections.get(name, "General")
-        row = Row(name, env_name(name, info), flags[name], type_text(info), default_text(info),
+        row = Row(name, env_name(name), flags[name], type_text(info), default_text(info),
                   (info.description or "").strip())
         ordered.setdefault(title, Section(title)).rows.append(row)
     return list(ordered.values())
@@ -253,8 +248,8 @@ class CommandVariable:
 
 
 def command_variables(cls: type[Settings] = Settings, group: click.Group = cli_main) -> list[CommandVariable]:
-    prefix = str(cls.model_config.get("env_prefix", "")).upper()
-    settings_envs = {env_name(name, info) for name, info in cls.model_fields.items()}
+    prefix = ENV_PREFIX.upper()
+    settings_envs = {env_name(name) for name in cls.model_fields}
     found: dict[tuple[str, str], tuple[list[str], str]] = {}
     for path, command in iter_commands(group):
         for param in command.params:
