@@ -1,8 +1,4 @@
-"""``volunteer context``: the one-shot op over a window of turns (gbrain ``volunteer-context``).
-
-Also home of :func:`load_brain`, which loads the brain its options name (:func:`pipeline.cli.options.brain_options`)
-for ``replay`` and ``mcp`` too.
-"""
+"""``volunteer context``: the one-shot op over a window of turns (gbrain ``volunteer-context``)."""
 
 from __future__ import annotations
 
@@ -13,7 +9,14 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import click
 import orjson
 
-from pipeline.cli.options import brain_options, fail_on_db_error, gate_flags, gate_values, settings_or_fail
+from pipeline.cli.options import (
+    brain_options,
+    fail_on_db_error,
+    gate_flags,
+    gate_values,
+    load_brain,
+    settings_or_fail,
+)
 from pipeline.core.brain import BrainIndex
 from pipeline.core.jscompat import js_number
 from pipeline.core.normalize import JS_WHITESPACE
@@ -32,38 +35,6 @@ if TYPE_CHECKING:
     from pipeline.mcp.oplog import OpEventLog
 
 __all__ = ["MAX_WINDOW_BYTES", "load_brain", "read_window", "run_batch"]
-
-
-# ---------------------------------------------------------------------------- brain
-
-
-def load_brain(brain_dir: str | None, database_url: str | None, source_ids: Sequence[str] | None) -> BrainIndex:
-    """The brain named by the options, or a one-line ``click`` error saying what to pass."""
-    if brain_dir:
-        from pipeline.braindir import BrainDirError, load_brain_dir
-
-        try:
-            return load_brain_dir(brain_dir)
-        except (BrainDirError, ValueError) as exc:
-            raise click.ClickException(str(exc)) from None
-    if database_url:
-        try:
-            from sinks.brain_pg import load_brain as load_pg_brain
-        except ImportError as exc:
-            raise click.ClickException(f"the PostgreSQL brain loader is not available ({exc}); use --brain DIR") from None
-        with fail_on_db_error(database_url):
-            return load_pg_brain(database_url, list(source_ids) if source_ids else None)
-    raise click.UsageError(
-        "no brain: pass --brain DIR (or set VOLUNTEER_BRAIN), or --database-url URL "
-        "(or set VOLUNTEER_DATABASE_URL). Try --brain with the bundled sample: "
-        f"--brain {sample_brain_dir()}"
-    )
-
-
-def sample_brain_dir() -> str:
-    from pathlib import Path
-
-    return str(Path(__file__).resolve().parent.parent / "samples" / "brain")
 
 
 # ---------------------------------------------------------------------------- input

@@ -3,7 +3,8 @@
 - :func:`broker_option` (``--broker``): every command that talks to the broker.
 - :func:`database_option` (``--database-url``) with :func:`resolve_database_url` and
   :func:`fail_on_db_error`: the database commands (migrate, purge, stats, brain import).
-- :func:`brain_options` (``--brain`` / ``--database-url``): the commands that load a brain.
+- :func:`brain_options` (``--brain`` / ``--database-url``): the commands that load a brain, and
+  :func:`load_brain`, which loads the brain they name (imported only with the command's choice).
 - :func:`decision_flags`: the decision core's knobs (``--window-turns``, ``--max-pages``,
   ``--min-confidence``, ``--source``, ``--no-lexical-arms``, ``--exclude-slug-prefix``), the same on
   ``volunteer worker`` and ``volunteer replay``, so a worker runs what a replay tuned;
@@ -17,13 +18,14 @@ settings (pydantic) and the database driver are imported only by the functions t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 if TYPE_CHECKING:
+    from pipeline.core.brain import BrainIndex
     from pipeline.core.session import DecisionOptions
     from pipeline.settings import Settings
 
@@ -126,6 +128,35 @@ def brain_options(func: F) -> F:
                  "[env: VOLUNTEER_DATABASE_URL].",
         ),
     ])
+
+
+def load_brain(brain_dir: str | None, database_url: str | None, source_ids: Sequence[str] | None) -> BrainIndex:
+    """The brain named by the options, or a one-line ``click`` error saying what to pass."""
+    if brain_dir:
+        from pipeline.braindir import BrainDirError, load_brain_dir
+
+        try:
+            return load_brain_dir(brain_dir)
+        except (BrainDirError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from None
+    if database_url:
+        try:
+            from sinks.brain_pg import load_brain as load_pg_brain
+        except ImportError as exc:
+            raise click.ClickException(f"the PostgreSQL brain loader is not available ({exc}); use --brain DIR") from None
+        with fail_on_db_error(database_url):
+            return load_pg_brain(database_url, list(source_ids) if source_ids else None)
+    raise click.UsageError(
+        "no brain: pass --brain DIR (or set VOLUNTEER_BRAIN), or --database-url URL "
+        "(or set VOLUNTEER_DATABASE_URL). Try --brain with the bundled sample: "
+        f"--brain {sample_brain_dir()}"
+    )
+
+
+def sample_brain_dir() -> str:
+    from pathlib import Path
+
+    return str(Path(__file__).resolve().parent.parent / "samples" / "brain")
 
 
 # ---------------------------------------------------------------------------- decision flags

@@ -16,13 +16,13 @@ from typing import IO, Any
 import click
 import orjson
 
-from pipeline.cli.context_cmd import load_brain
 from pipeline.cli.options import (
     brain_options,
     broker_option,
     decision_flags,
     decision_options_from_flags,
     given_decision_flags,
+    load_brain,
     settings_or_fail,
 )
 from pipeline.core.render import format_page

@@ -7,20 +7,21 @@ stays small. This is command-line code (click, flags, progress on stderr) over t
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 import orjson
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions
-from pipeline.tuning.grid import GridError, Setting, base_setting, build_grid, parse_sweeps
 from topics.records import InvalidRecord, Turn, decode_turn
+
+if TYPE_CHECKING:  # a plain replay runs only check_flags: the grid code loads with a sweep
+    from pipeline.tuning.grid import Setting
 
 
 def check_flags(*, sweep: Sequence[str], score: bool, jobs: int | None, plot: str | None, to_topic: bool,
@@ -55,6 +56,8 @@ def check_flags(*, sweep: Sequence[str], score: bool, jobs: int | None, plot: st
 
 def grid_or_fail(sweeps: Sequence[str], base: DecisionOptions) -> list[Setting]:
     """The settings to replay (just the base one for ``--score``), or a one-line usage error."""
+    from pipeline.tuning.grid import GridError, base_setting, build_grid, parse_sweeps
+
     try:
         return build_grid(base_setting(base), parse_sweeps(sweeps))
     except GridError as exc:
@@ -71,6 +74,8 @@ def read_lines(file: IO[bytes]) -> list[bytes]:
 
 
 def _stdout_console() -> Any:
+    import shutil
+
     from rich.console import Console
 
     if sys.stdout.isatty():
