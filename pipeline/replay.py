@@ -17,9 +17,12 @@ from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions, SessionState, StepResult, step
 from pipeline.core.tally import DecisionTally
 from pipeline.core.types import ARMS, VolunteeredPage
-from topics.records import InvalidRecord, check_turn_number, decode_turn_fields
+from topics.records import DEFAULT_MAX_TEXT_BYTES, InvalidRecord, check_turn_number, decode_turn_fields
 
-__all__ = ["ErrorSink", "PageSink", "ReplaySummary", "replay_lines", "step_in_session"]
+__all__ = ["DEFAULT_SOURCE", "ErrorSink", "PageSink", "ReplaySummary", "replay_lines", "step_in_session"]
+
+DEFAULT_SOURCE = "default"
+"""The brain source of turns that name none, unless the caller says otherwise (the settings' default)."""
 
 
 def step_in_session(states: dict[str, SessionState], session_id: str, role: str, text: str, brain: BrainIndex, *,
@@ -75,8 +78,8 @@ def replay_lines(
     brain: BrainIndex,
     *,
     options: DecisionOptions,
-    default_source: str = "default",
-    max_text_bytes: int = 5_000_000,
+    default_source: str = DEFAULT_SOURCE,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
     on_page: PageSink | None = None,
     on_error: ErrorSink | None = None,
 ) -> ReplaySummary:

@@ -4,8 +4,9 @@ One model for every command so that the worker, the CLI and the compose file agr
 Numeric decision knobs are kept *raw* (any float) and clamped by the core exactly as the
 reference does, so settings tuned on gbrain carry over unchanged.
 
-The model is a plain pydantic ``BaseModel`` that reads its variables itself (:func:`environment`),
-the way pydantic-settings' ``BaseSettings`` with these options reads them (names case-insensitive,
+The model is a plain pydantic ``BaseModel`` that reads its variables itself
+(:func:`pipeline.settings_env.environment`), the way pydantic-settings' ``BaseSettings`` with these
+options reads them (names case-insensitive,
 values passed to validation as the strings they are, defaults validated too). Importing
 pydantic-settings cost every command about 0.25 s of CPU (asyncio, its dotenv, CLI and cloud
 sources), half of a replay's start-up; ``tests/unit/test_settings.py`` compares this reader with
@@ -14,16 +15,13 @@ sources), half of a replay's start-up; ``tests/unit/test_settings.py`` compares 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-MAX_PORT = 65535
+from pipeline.settings_env import environment
 
-ENV_PREFIX = "VOLUNTEER_"
-"""Each setting is read from the variable ``VOLUNTEER_<NAME>``, in any letter case."""
+MAX_PORT = 65535
 
 EMBEDDED_BROKER_SCHEME = "tansu"
 """A broker URL with this scheme names the embedded Tansu broker (``tansu://127.0.0.1:PORT``).
@@ -34,22 +32,6 @@ Only such a URL switches on the quirk handling (:mod:`topics.tansu_client` for t
 
 
 _DEFAULT_PURGE_CRON = "17 3 * * *"
-
-
-def environment(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``{name: value}`` of the ``VOLUNTEER_<NAME>`` variables set for ``names``, matched in any case.
-
-    Like pydantic-settings without ``case_sensitive``: every variable name is lower-cased first,
-    so of two spellings of one name the later in the environment wins.
-    """
-    lowered = {key.lower(): value for key, value in (os.environ if environ is None else environ).items()}
-    prefix = ENV_PREFIX.lower()
-    found = {}
-    for name in names:
-        value = lowered.get(prefix + name.lower())
-        if value is not None:
-            found[name] = value
-    return found
 
 
 class Settings(BaseModel):

@@ -33,7 +33,8 @@ if str(ROOT) not in sys.path:  # run as a plain script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from pipeline.cli import main as cli_main  # noqa: E402
-from pipeline.settings import ENV_PREFIX, Settings  # noqa: E402
+from pipeline.settings import Settings  # noqa: E402
+from pipeline.settings_env import ENV_PREFIX  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "configuration.md"
 REGENERATE = "python scripts/gen_config_docs.py"

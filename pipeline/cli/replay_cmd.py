@@ -23,12 +23,13 @@ from pipeline.cli.options import (
     decision_options_from_flags,
     given_decision_flags,
     load_brain,
+    settings_if_set,
     settings_or_fail,
 )
 from pipeline.core.render import format_page
 from pipeline.core.types import VolunteeredPage
-from pipeline.replay import replay_lines
-from topics.records import InvalidRecord
+from pipeline.replay import DEFAULT_SOURCE, replay_lines
+from topics.records import DEFAULT_MAX_TEXT_BYTES, InvalidRecord
 
 
 def page_json(session_id: str, turn: int, page: VolunteeredPage) -> bytes:
@@ -139,15 +140,18 @@ def replay(
     if to_topic:
         publish_command(file, broker=broker, rate=rate, channel=channel, keep_ts=keep_ts, progress=progress)
         return
-    settings = settings_or_fail()
+    # None: no VOLUNTEER_* variable, the defaults, taken from the core without importing pydantic. A
+    # sweep's report prints the knobs as the settings hold them (4.0, not the core's 4): it reads them.
+    settings = settings_or_fail() if sweep or score else settings_if_set()
     options = decision_options_from_flags(settings, decision)
-    source = decision["source"]
+    source = decision["source"] or (DEFAULT_SOURCE if settings is None else settings.source)
+    max_text_bytes = DEFAULT_MAX_TEXT_BYTES if settings is None else settings.max_text_bytes
     grid = grid_or_fail(sweep, options) if sweep or score else None
     brain = load_brain(brain_dir, database_url, None)
     gc.freeze()  # the brain lives as long as the process: keep it out of every full collection
     if grid is not None:
         sweep_command(file, brain, grid, options, jobs=jobs, as_json=as_json, plot=plot, progress=progress,
-                      default_source=source or settings.source, max_text_bytes=settings.max_text_bytes)
+                      default_source=source, max_text_bytes=max_text_bytes)
         return
     if file is sys.stdin.buffer and sys.stdin.isatty():
         click.echo("reading Turn records from the terminal; end with Ctrl-D", err=True)
@@ -173,8 +177,8 @@ def replay(
             _with_progress(file, progress),
             brain,
             options=options,
-            default_source=source or settings.source,
-            max_text_bytes=settings.max_text_bytes,
+            default_source=source,
+            max_text_bytes=max_text_bytes,
             on_page=on_page,
             on_error=on_error,
         )

@@ -15,7 +15,8 @@ import pytest
 from pydantic import ValidationError, create_model, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from pipeline.settings import ENV_PREFIX, Settings, environment, load_settings
+from pipeline.settings import Settings, load_settings
+from pipeline.settings_env import ENV_PREFIX, environment
 
 
 class _Reference(BaseSettings):
