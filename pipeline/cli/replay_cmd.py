@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 import click
@@ -37,11 +37,12 @@ def page_json(session_id: str, turn: int, page: VolunteeredPage) -> bytes:
     return orjson.dumps({"session_id": session_id, "turn": turn, **page.to_dict()}, option=orjson.OPT_APPEND_NEWLINE)
 
 
-def _with_progress(stream: IO[bytes], enabled: bool) -> Iterator[bytes]:
-    """Yield the lines of ``stream``; on a terminal, show a transient progress bar on stderr."""
-    if not enabled:
-        yield from stream
-        return
+def _with_progress(stream: IO[bytes], enabled: bool) -> Iterable[bytes]:
+    """The lines of ``stream``; on a terminal, with a transient progress bar on stderr."""
+    return _progress_lines(stream) if enabled else stream  # no generator layer per line when off
+
+
+def _progress_lines(stream: IO[bytes]) -> Iterator[bytes]:
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -138,6 +139,7 @@ def replay(
     check_flags(sweep=sweep, score=score, jobs=jobs, plot=plot, to_topic=to_topic, rate=rate, channel=channel,
                 broker=broker, keep_ts=keep_ts, as_json=as_json, decision_flags=given_decision_flags(decision))
     if to_topic:
+        gc.enable()  # off from pipeline.entry; a publisher can run for hours
         publish_command(file, broker=broker, rate=rate, channel=channel, keep_ts=keep_ts, progress=progress)
         return
     # None: no VOLUNTEER_* variable, the defaults, taken from the core without importing pydantic. A
@@ -149,6 +151,7 @@ def replay(
     grid = grid_or_fail(sweep, options) if sweep or score else None
     brain = load_brain(brain_dir, database_url, None)
     gc.freeze()  # the brain lives as long as the process: keep it out of every full collection
+    gc.enable()  # pipeline.entry starts a replay with it off, for the imports and the brain load
     if grid is not None:
         sweep_command(file, brain, grid, options, jobs=jobs, as_json=as_json, plot=plot, progress=progress,
                       default_source=source, max_text_bytes=max_text_bytes)
