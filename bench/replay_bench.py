@@ -10,6 +10,7 @@ turns/s in the op) and, for the replay, to this code's own pure-Python build in 
   build of the core this checkout has (compiled / ``VOLUNTEER_PURE_CORE=1``), best of ``--repeat``;
   both builds' ``--json`` outputs are compared byte for byte; the same with ``--unique`` texts (the
   same decisions and output, but no text or window repeats, so no memo helps); wall and CPU time;
+  and the start-up alone: the same command on an empty file;
 - **op**: ``volunteer_context`` over the 450 conformance op windows, window turns/s, steady state;
 - **100k brain**: index build CPU seconds and memory of the synthetic 100,000-page brain of
   ``bench/core_bench.py``, and replay (``step``) turns per CPU-second on its generated sessions, each
@@ -44,9 +45,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def whole_process(corpus: Path, pure: bool, repeat: int) -> tuple[float, float, str, str]:
     """Best wall time and best CPU time (user + sys) of a cold ``volunteer replay --json`` on CPU 0,
     the output's digest, the build. The CPU time is what a loaded machine changes least."""
-    env = {**os.environ, "VOLUNTEER_PURE_CORE": "1" if pure else "0"}
+    env = {key: value for key, value in os.environ.items() if key != "VOLUNTEER_PURE_CORE"}
+    if pure:  # set only for this build: any VOLUNTEER_* variable makes replay read its settings (pydantic)
+        env["VOLUNTEER_PURE_CORE"] = "1"
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
-    cmd = [*pin, sys.executable, "-m", "pipeline", "replay", str(corpus), "--json", "--brain", str(BRAIN_DIR)]
+    script = Path(sys.executable).with_name("volunteer")  # the executable a user runs (pipeline.entry)
+    program = [str(script)] if script.exists() else [sys.executable, "-m", "pipeline"]
+    cmd = [*pin, *program, "replay", str(corpus), "--json", "--brain", str(BRAIN_DIR)]
     best, best_cpu, digest = float("inf"), float("inf"), ""
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -81,6 +86,10 @@ def measure(repeats: int = DEFAULT_REPEATS, repeat: int = 2, pages_n: int = 100_
         for run in runs.values():
             run["per_s"], run["per_cpu_s"] = turns / run["seconds"], turns / run["cpu"]
         out["process"] = runs
+        empty = Path(tmp) / "empty.jsonl"
+        empty.touch()
+        seconds, cpu, _digest, build = whole_process(empty, False, max(3, repeat))
+        out["startup"] = {"seconds": seconds, "cpu": cpu, "build": build}
     brain = load_brain_dir(BRAIN_DIR)
     gc.freeze()
     calls, window_turns, cold, warm = core_bench.op_rates(brain)
@@ -115,6 +124,9 @@ def report(r: dict[str, Any]) -> list[tuple[str, str]]:
                      f"{run['per_s']:,.0f} turns/s = {run['per_s'] / ref:.2f}x reference {ref / 1000:.1f}k "
                      f"({run['seconds']:.2f} s); CPU {run['cpu']:.2f} s = {run['cpu'] / c['turns'] * 1e6:.1f} us/turn, "
                      f"{run['per_cpu_s']:,.0f} turns/CPU-s = {run['per_cpu_s'] / ref:.2f}x"))
+    start = r["startup"]
+    rows.append((f"  start-up: replay of an empty file, CPU 0, core {start['build']}, best of 3",
+                 f"{start['seconds']:.3f} s wall, {start['cpu']:.3f} s CPU"))
     rows.append(("  compiled vs pure, same run (CPU)", f"{default['per_cpu_s'] / pure['per_cpu_s']:.2f}x; outputs "
                  + ("identical" if default["digest"] == pure["digest"] == unique["digest"] else "DIFFER")))
     op = r["op"]
