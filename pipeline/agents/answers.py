@@ -303,6 +303,8 @@ class HookEndpoint:
         """The fast lane (:mod:`pipeline.agents.fastlane`): when the records just published are the
         next ones of their partition, commit them here with the window agent's protocol and put
         the proposals on the board; otherwise do nothing (the agent will)."""
+        if not self.ctx.settings.hook_fast_lane:
+            return
         span = consecutive(placed, self.ctx.settings.topic_turns)
         if span is None or span[2] - span[1] + 1 != len(req.records):
             return
