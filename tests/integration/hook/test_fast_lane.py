@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,14 +41,8 @@ def wait_health(worker: Worker, ready: Callable[[dict[str, int]], bool], timeout
 
 
 @pytest.fixture(scope="module")
-def worker(hook_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    base = tmp_path_factory.mktemp("lane-worker")
-    w = Worker(hook_settings, base / "worker.log", base / "data", env_extra=PAUSE).start()
-    try:
-        w.wait_ready()
-        yield w
-    finally:
-        w.stop()
+def worker_env() -> dict[str, str]:
+    return PAUSE
 
 
 def test_a_lane_committed_prompt_is_decided_once_and_stays_deduped(worker: Worker, hook: HookRunner,

@@ -14,6 +14,14 @@ def recs(partition: int, *offsets: int) -> list[InRecord]:
     return [InRecord(b"s", b"{}", partition, offset) for offset in offsets]
 
 
+async def lane_done_through(partition: int, offset: int, generation: int = 1) -> FastLane:
+    """A lane whose agent has decided and saved ``partition`` up to ``offset``."""
+    lane = FastLane()
+    await lane.before_batch(recs(partition, offset), generation)
+    lane.after_batch(recs(partition, offset), generation)
+    return lane
+
+
 def test_consecutive_accepts_one_partition_at_consecutive_offsets_only() -> None:
     assert consecutive([("turns", 3, 10, 2), ("turns", 3, 12, 1)], "turns") == (3, 10, 12)
     assert consecutive([("turns", 3, 10, 1)], "turns") == (3, 10, 10)
@@ -47,9 +55,7 @@ def test_claim_needs_every_earlier_record_of_the_partition_done() -> None:
 
 def test_a_rebalance_forgets_the_progress() -> None:
     async def main() -> None:
-        lane = FastLane()
-        await lane.before_batch(recs(1, 0), 1)
-        lane.after_batch(recs(1, 0), 1)
+        lane = await lane_done_through(1, 0)
         assert lane.claim(1, 1, 1, 2, False) is None  # generation 2: partition 1 unknown again
         await lane.before_batch(recs(1, 0), 2)  # redelivered after the rebalance
         lane.after_batch(recs(1, 0), 3)  # ... but another rebalance came before it was saved
@@ -60,9 +66,7 @@ def test_a_rebalance_forgets_the_progress() -> None:
 
 def test_an_agent_batch_waits_for_the_claim_on_its_partition() -> None:
     async def main() -> None:
-        lane = FastLane()
-        await lane.before_batch(recs(2, 0), 1)
-        lane.after_batch(recs(2, 0), 1)
+        lane = await lane_done_through(2, 0)
         claim = lane.claim(2, 1, 2, 1, False)
         assert claim is not None
         order: list[str] = []
@@ -87,9 +91,7 @@ def test_an_agent_batch_waits_for_the_claim_on_its_partition() -> None:
 
 def test_a_failed_lane_commit_closes_the_lane_for_the_partition_until_a_rebalance() -> None:
     async def main() -> None:
-        lane = FastLane()
-        await lane.before_batch(recs(0, 0), 1)
-        lane.after_batch(recs(0, 0), 1)
+        lane = await lane_done_through(0, 0)
         claim = lane.claim(0, 1, 1, 1, False)
         assert claim is not None
         lane.release(claim, committed=False)
