@@ -67,7 +67,7 @@ def test_a_step_that_answers_is_left_alone() -> None:
 
 
 @pytest.mark.parametrize("failure", [ServiceStopped(), kafka_errors.KafkaTimeoutError(),
-                                     kafka_errors.RequestTimedOutError(), asyncio.TimeoutError()])
+                                     kafka_errors.RequestTimedOutError(), TimeoutError()])
 def test_a_timed_out_step_starts_the_recovery_again_with_the_streams_paused(failure: BaseException) -> None:
     recovery = FakeRecovery()
     with pytest.raises(RebalanceAgain):
