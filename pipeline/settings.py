@@ -107,6 +107,9 @@ class Settings(BaseModel):
         5.0, ge=0, le=1000,
         description="Pause after a fetch that delivered records, so the next collects more: fewer, larger "
                     "broker requests under load (0 = fetch again at once).")
+    hook_fast_lane: bool = Field(
+        True, description="The hook endpoint decides and saves a hook's turns itself when they are the next records "
+                          "of their partition, instead of waiting for the window agent's fetch (docs/hooks.md, Speed).")
     purge_retention_days: float = Field(90, gt=0, description="Events older than this are purged.")
     purge_cron: str = Field(_DEFAULT_PURGE_CRON, description="Crontab (UTC) of the leader-only purge task.")
     purge_batch_size: int = Field(5000, ge=1, description="Rows deleted per purge statement.")
