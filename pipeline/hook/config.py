@@ -1,7 +1,7 @@
 """The hook's settings, read straight from ``VOLUNTEER_*`` variables (or the same-named flags).
 
-Not :class:`pipeline.settings.Settings`: importing pydantic-settings costs ~130 ms, more than the
-whole hook. Like every module the hook process loads, this one imports only light stdlib modules
+Not :class:`pipeline.settings.Settings`: importing pydantic (the settings model) costs ~0.1 s of
+CPU, more than the whole hook. Like every module the hook process loads, this one imports only light stdlib modules
 (no dataclasses, pathlib or typing at run time). Bad values fall back to the defaults: a hook never
 fails on configuration.
 """
