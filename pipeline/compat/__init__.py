@@ -12,9 +12,11 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
 2. :mod:`.tansu_transport`: the ``tansu://`` Faust transport (quirks 2, 3, 4 for the worker's
    consumer) and the refusal of exactly-once (quirk 5). Optional by setting: registered only when
    the broker URL is ``tansu://`` (:attr:`Settings.broker_is_embedded`); stock Faust on Kafka.
-3. :mod:`.recovery_order`: no record delivered while Faust finishes a table recovery (faust #596).
-4. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3.
-5. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
+3. :mod:`.inloop_consumer`: the aiokafka consumer runs on the worker's loop, not in Faust's consumer
+   thread (setting ``consumer_in_loop``, default on).
+4. :mod:`.recovery_order`: no record delivered while Faust finishes a table recovery (faust #596).
+5. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 4.
+6. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
    producer's batch path, the memory store's key partitions, the table store and consumer without
    creating them), served through the port :func:`pipeline.internals.internals`.
 
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.compat import fastdrain, faust_internals, recovery_order, tansu_transport
+from pipeline.compat import fastdrain, faust_internals, inloop_consumer, recovery_order, tansu_transport
 from pipeline.compat.versions import check_versions
 from pipeline.internals import CompatError
 from pipeline.settings import Settings
@@ -42,5 +44,7 @@ def install(app: Any, settings: Settings) -> None:
         tansu_transport.install()
     tansu_transport.check_app(app)  # refuses exactly-once on a tansu:// app, whatever built it
     recovery_order.install()
+    if settings.consumer_in_loop:
+        inloop_consumer.install(app)
     fastdrain.install(app, pause_s=settings.fetch_pause_ms / 1000)
     faust_internals.install()

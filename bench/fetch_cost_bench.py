@@ -1,0 +1,93 @@
+"""The embedded broker's CPU per empty Fetch, by the number of partitions a Fetch names and its wait.
+
+An idle worker's consumer sends one Fetch after another (each answered after about half its max
+wait, quirk 4 in docs/streaming.md), and at low rates most of them find nothing, so what one
+empty Fetch costs the broker is most of the pipeline's fixed CPU. This bench measures it alone:
+one aiokafka consumer assigned ``N`` empty partitions, fetching for a few seconds per case; the
+broker's CPU seconds (``/proc``) are divided by the Fetch requests it answered (counted at the
+consumer's connection). Nothing else talks to that broker.
+
+    .venv/bin/python -m bench.fetch_cost_bench                       # 1, 8, 16, 25, 33, 41 partitions
+    .venv/bin/python -m bench.fetch_cost_bench --partitions 25,41 --waits 20,40 --seconds 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.conn import AIOKafkaConnection
+
+from bench.common import cpu_seconds
+from pipeline.embedded.tansu import EmbeddedBroker
+
+_fetches = [0]
+
+
+def _count_fetches() -> None:
+    """Count the Fetch requests this process sends (bench only; aiokafka's public connection class)."""
+    original = AIOKafkaConnection.send
+
+    def send(self: Any, request: Any, expect_response: bool = True) -> Any:
+        if type(request).__name__ == "FetchRequest":
+            _fetches[0] += 1
+        return original(self, request, expect_response)
+
+    AIOKafkaConnection.send = send
+
+
+async def one_case(broker: EmbeddedBroker, partitions: int, wait_ms: int, seconds: float) -> tuple[float, float]:
+    """(Fetch requests per second, broker CPU milliseconds per Fetch) for one case."""
+    topic = f"fetch-cost-{partitions}-{wait_ms}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, fetch_max_wait_ms=wait_ms,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        await consumer.getmany(timeout_ms=500)  # connections and positions settle first
+        fetches, cpu, began = _fetches[0], cpu_seconds(broker.pid), time.monotonic()
+        while time.monotonic() - began < seconds:
+            await consumer.getmany(timeout_ms=200)
+        wall = time.monotonic() - began
+        answered = _fetches[0] - fetches
+        return answered / wall, 1000 * (cpu_seconds(broker.pid) - cpu) / max(answered, 1)
+    finally:
+        await consumer.stop()
+
+
+async def run(partitions: list[int], waits: list[int], seconds: float) -> None:
+    _count_fetches()
+    with EmbeddedBroker() as broker:
+        for wait_ms in waits:
+            for count in partitions:
+                rate, ms = await one_case(broker, count, wait_ms, seconds)
+                print(f"{count:3d} partitions, max wait {wait_ms} ms: {rate:5.1f} Fetch/s, broker {ms:.2f} ms CPU "
+                      f"per Fetch ({rate * ms / 1000:.3f} core)  [load {os.getloadavg()[0]:.1f}]", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--partitions", default="1,8,16,25,33,41", help="partition counts (comma-separated)")
+    parser.add_argument("--waits", default="20", help="fetch max waits in ms (comma-separated)")
+    parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per case")
+    args = parser.parse_args()
+    asyncio.run(run([int(x) for x in args.partitions.split(",")], [int(x) for x in args.waits.split(",")],
+                    args.seconds))
+
+
+if __name__ == "__main__":
+    main()
