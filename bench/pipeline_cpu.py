@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -44,6 +46,9 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=4.0, help="seconds of the idle spell (0: none)")
     parser.add_argument("--worker-env", action="append", default=[], metavar="VOLUNTEER_X=VALUE")
     args = parser.parse_args()
+    # a SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the workers, broker and database stop too
+    # instead of polling on as orphans (they run in sessions of their own)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for item in args.worker_env:
         name, _, value = item.partition("=")
         WORKER_ENV[name.strip()] = value.strip()
