@@ -112,7 +112,8 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
     :func:`pipeline.core.resolve.turn_relevance`); the others are left out, which changes nothing
     for the kept ones while the window has no more sightings of each kind than the merge keeps of it
     (12 strong, 32 weak). When it has more, the others could push a kept one out of its list, so
-    the whole window is merged instead.
+    the whole window is merged, and then the kept norms of that merge are returned, in its order:
+    the others only ever took places in the salience order, which the whole merge has settled.
     """
     n = len(turns)
     if not n:
@@ -148,7 +149,7 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
                 e[_USER] = True
 
     if keep is not None and (strong_seen > MAX_CANDIDATES or weak_seen > MAX_WEAK_CANDIDATES):
-        return merge_window(turns)
+        return [c for c in merge_window(turns) if c.norm in keep]
     strong: list[tuple[float, int, list[Any]]] = []
     weak_ones: list[tuple[float, int, list[Any]]] = []
     for e in acc.values():

@@ -213,3 +213,37 @@ def test_deciding_over_the_relevant_norms_only_changes_neither_pages_nor_tally(
     assert decide(cached, conformance_brain, source_ids=sources, lexical_arms=lexical, tally=sparse, resolvable=True,
                   keep=keep) == expected
     assert sparse == full
+
+
+CROWDED_TEXT = st.lists(st.one_of(st.sampled_from(VOCAB), FILLER), min_size=8, max_size=24).map(" ".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(st.tuples(st.sampled_from(["user", "assistant"]), CROWDED_TEXT), min_size=3, max_size=8),
+       sources=SOURCES, lexical=st.booleans())
+def test_a_crowded_window_merged_whole_then_kept_decides_as_the_full_merge(
+    conformance_brain: BrainIndex, turns: list[tuple[str, str]], sources: list[str], lexical: bool
+) -> None:
+    """Windows with more sightings than the merge keeps (12 strong or 32 weak) take the whole-merge
+    path of ``merge_window(keep=)``: the kept norms of the whole merge, in its order. Decisions and
+    tallies must equal those of the plain full merge."""
+    from hypothesis import assume
+
+    from pipeline.core.extract import MAX_CANDIDATES, MAX_WEAK_CANDIDATES
+    from pipeline.core.resolve import turn_relevance
+    from pipeline.core.tally import DecisionTally
+    from pipeline.core.window import merge_window
+
+    cached = [(role, extract_candidates(text)) for role, text in turns]
+    weak = sum(1 for _, cands in cached for _display, _query, _norm, is_weak in cands if is_weak)
+    strong = sum(len(cands) for _, cands in cached) - weak
+    assume(strong > MAX_CANDIDATES or weak > MAX_WEAK_CANDIDATES)
+    keep = frozenset().union(*[turn_relevance(cands, conformance_brain)[1] for _, cands in cached])
+    kept = merge_window(cached, keep)
+    assert kept == [c for c in merge_window(cached) if c.norm in keep]
+    assert all(c.norm in keep for c in kept)
+    full, sparse = DecisionTally(), DecisionTally()
+    expected = decide(cached, conformance_brain, source_ids=sources, lexical_arms=lexical, tally=full, resolvable=True)
+    assert decide(cached, conformance_brain, source_ids=sources, lexical_arms=lexical, tally=sparse, resolvable=True,
+                  keep=keep) == expected
+    assert sparse == full
