@@ -105,7 +105,8 @@ def thread_class(base: type[Any], consumer: Any) -> type[Any]:
     if not getattr(consumer.app, _MARK, False):
         return base
     if base not in _CLASSES:
-        _CLASSES[base] = type(f"InLoop{base.__name__}", (InLoopThread, base), {"abstract": False})
+        _CLASSES[base] = type(f"InLoop{base.__name__}", (InLoopThread, base),
+                              {"abstract": False, "__module__": __name__})  # its logger's name
     return _CLASSES[base]
 
 
