@@ -13,7 +13,7 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
    consumer) and the refusal of exactly-once (quirk 5). Optional by setting: registered only when
    the broker URL is ``tansu://`` (:attr:`Settings.broker_is_embedded`); stock Faust on Kafka.
 3. :mod:`.inloop_consumer`: the aiokafka consumer runs on the worker's loop, not in Faust's consumer
-   thread (setting ``consumer_in_loop``, default on).
+   thread (setting ``consumer_in_loop``, off by default).
 4. :mod:`.recovery_order`: no record delivered while Faust finishes a table recovery (faust #596).
 5. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 4.
 6. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the

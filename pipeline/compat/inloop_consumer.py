@@ -18,7 +18,8 @@ one loop. What it costs: a long synchronous stretch on the worker's loop now als
 consumer's heartbeats and fetches; the agents never block the loop for long (the largest batch is
 decided in tens of milliseconds, brain reloads run in a thread), far under the 3 s session timeout.
 
-:func:`install` is switched by the ``consumer_in_loop`` setting (default on). Only the mode methods
+:func:`install` is switched by the ``consumer_in_loop`` setting (off by default: a long crash run
+with a backlog stalled with it, not yet explained; docs/performance.md, goal 2). Only the mode methods
 listed in :data:`CLASS_METHODS` are used; each is checked at install, and a missing one is a
 :class:`~pipeline.internals.CompatError` (never a silent fallback to the thread).
 """
