@@ -23,6 +23,7 @@ from pipeline.agents.answer_board import AnswerBoard
 from pipeline.agents.answers import register_views
 from pipeline.agents.brain_holder import BrainHolder
 from pipeline.agents.context import Counters
+from pipeline.agents.fastlane import FastLane
 from pipeline.agents.session_table import SESSION_TABLE, SessionTable
 from pipeline.agents.sink import EventWriter
 from pipeline.agents.statecrypt import StateCipher, cipher_from
@@ -102,6 +103,7 @@ class StreamApp:
         self.processor = WindowProcessor(settings, self.options, cipher=self.cipher)
         self.writer = EventWriter(settings.database_url, settings.topic_volunteered)
         self.answers = AnswerBoard()  # pages proposed to waiting hooks (agents/answers.py)
+        self.lane = FastLane()  # hook records committed by their request (agents/fastlane.py)
         self.metrics = WorkerMetrics()  # served by run_worker when VOLUNTEER_METRICS_PORT is set
         self.metrics.bind(self)
 

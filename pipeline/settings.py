@@ -95,6 +95,9 @@ class Settings(BaseSettings):
         False, description="Run the worker's Kafka consumer on its own event loop, not in a thread of its own "
                            "(no cross-thread hand-off per fetch and commit). Off by default until a stalled long "
                            "crash run with it is explained (docs/performance.md, goal 2).")
+    hook_fast_lane: bool = Field(
+        True, description="The hook endpoint decides and saves a hook's turns itself when they are the next records "
+                          "of their partition, instead of waiting for the window agent's fetch (docs/hooks.md, Speed).")
     purge_retention_days: float = Field(90, gt=0, description="Events older than this are purged.")
     purge_cron: str = Field(_DEFAULT_PURGE_CRON, description="Crontab (UTC) of the leader-only purge task.")
     purge_batch_size: int = Field(5000, ge=1, description="Rows deleted per purge statement.")

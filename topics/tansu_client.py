@@ -61,7 +61,10 @@ a heal to every worker ready again. With this timeout aiokafka closes a connecti
 got no answer within 5 s and connects anew (a connect attempt is bounded by the same timeout), so
 after the heal a worker talks to the broker again within about a second. It must exceed the session
 timeout (Faust checks) and the JoinGroup hold (half of it). Not used for real Kafka, where a join
-can be held up to the rebalance timeout (docs/deployment.md)."""
+can be held up to the rebalance timeout (docs/deployment.md). Faust also uses it as the
+timeout of each step of a table recovery; on a loaded machine a step can exceed it, and the worker
+then starts the recovery again (``pipeline/compat/recovery_retry.py``; before that, the recovery
+stopped for good)."""
 FETCH_MAX_WAIT_MS = 20  # quirk 4: each hop costs ~20 ms instead of ~1.2 s
 
 LEAVE_GROUP_PATCH = "tansu-leave-group (quirk 2)"

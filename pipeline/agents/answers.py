@@ -43,6 +43,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from pipeline.agents.batch_types import InRecord
+from pipeline.agents.bulk_send import Placed
+from pipeline.agents.commit_protocol import WindowCommit
+from pipeline.agents.fastlane import consecutive
 from pipeline.agents.hooklane import Proposal
 from pipeline.agents.publishing import publish
 from pipeline.agents.session_table import SESSION_TABLE, CorruptState, SessionRecord
@@ -211,6 +215,7 @@ class HookEndpoint:
     def __init__(self, ctx: AgentContext) -> None:
         self.ctx = ctx
         self.token = ctx.token
+        self.window = WindowCommit(ctx)  # the window agent's protocol, for the fast lane
 
     def owner_url(self, key: bytes) -> str | None:
         """The web address of the worker owning ``key``'s partition, if that is another worker."""
@@ -282,16 +287,45 @@ class HookEndpoint:
                 return 409, orjson.dumps({"status": "busy", "error": "another request waits for this turn"})
             board.forget(req.session_id, req.wait_turn)
         try:
-            await publish(self.ctx, settings.topic_turns, [(req.key, value) for value in req.records])
+            placed = await publish(self.ctx, settings.topic_turns, [(req.key, value) for value in req.records])
         except Exception as exc:
             return 503, orjson.dumps({"status": "unavailable", "error": f"publish failed: {exc}"[:200]})
         if req.wait_turn is None:
             return 200, orjson.dumps({"status": "published", "refused_deliveries": req.refused_deliveries})
+        await self.commit_here(req, placed)  # the fast lane; if it cannot, the window agent answers
         proposal = await board.wait(req.session_id, req.wait_turn, req.wait_ms / 1000)
         answer = answer_for(proposal, self.token)
         if req.refused_deliveries:
             answer["refused_deliveries"] = req.refused_deliveries
         return 200, orjson.dumps(answer)
+
+    async def commit_here(self, req: TurnsRequest, placed: list[Placed]) -> None:
+        """The fast lane (:mod:`pipeline.agents.fastlane`): when the records just published are the
+        next ones of their partition, commit them here with the window agent's protocol and put
+        the proposals on the board; otherwise do nothing (the agent will)."""
+        if not self.ctx.settings.hook_fast_lane:
+            return
+        span = consecutive(placed, self.ctx.settings.topic_turns)
+        if span is None or span[2] - span[1] + 1 != len(req.records):
+            return
+        partition, first, last = span
+        app = self.ctx.app
+        lane = self.ctx.lane
+        claim = lane.claim(partition, first, last, app.rebalancing_count, bool(app.rebalancing))
+        if claim is None:
+            return
+        records = [InRecord(req.key, value, partition, first + i) for i, value in enumerate(req.records)]
+        committed = False
+        try:
+            out = await self.window.make_durable(records)
+            committed = True
+        except Exception:
+            log.exception("the hook fast lane could not commit records %d..%d of partition %d; the window "
+                          "agent applies them", first, last, partition)
+            return
+        finally:
+            lane.release(claim, committed)
+        self.ctx.answers.resolve(out.proposals)
 
     async def delivered(self, body: bytes) -> tuple[int, bytes]:
         try:
@@ -311,6 +345,8 @@ class HookEndpoint:
             "status": "ok", "app_id": ctx.settings.app_id, "topic": ctx.settings.topic_turns,
             "partitions": sorted(ctx.assigned_partitions(ctx.settings.topic_turns)),
             "waiting": ctx.answers.waiting,
+            # agents/fastlane.py: requests committed here, and the turns decided and records skipped in all
+            "fast_lane": ctx.lane.taken_by_lane, "turns": ctx.counters.turns, "skipped": ctx.counters.skipped,
         })
 
 

@@ -11,6 +11,8 @@ Records land exactly where ``send`` would put them: an explicit partition is kep
 goes where aiokafka's own partitioner sends its key (the same function, the same partition list),
 a record without key and partition goes to a random available partition. Per partition, records
 keep their order. The wait raises if any batch fails, like gathering the per-record futures did.
+It returns where the records went (:class:`Placed`, one per batch), which the hook endpoint's
+fast lane needs (:mod:`pipeline.agents.fastlane`); the other callers ignore it.
 
 The aiokafka internals this needs (the producer inside Faust's, its partitioner, the metadata
 wait) are read through :func:`pipeline.internals.internals`, which the app's start-up fills in
@@ -31,19 +33,27 @@ from pipeline.internals import internals
 Record = tuple[str, bytes | None, bytes | None, int | None]
 """(topic, key, value, partition or None)"""
 
+Placed = tuple[str, int, int, int]
+"""(topic, partition, offset of the first record, number of records): records at consecutive
+offsets from the first, in the order they were given."""
 
-async def _send_one_by_one(faust_producer: Any, records: Iterable[Record]) -> None:
+
+async def _send_one_by_one(faust_producer: Any, records: Iterable[Record]) -> list[Placed]:
+    records_list = list(records)
     futures = [await faust_producer.send(topic, key, value, partition, None, None)
-               for topic, key, value, partition in records]
-    if futures:
-        await asyncio.gather(*futures)
+               for topic, key, value, partition in records_list]
+    if not futures:
+        return []
+    metas = await asyncio.gather(*futures)
+    return [(topic, partition if partition is not None else getattr(meta, "partition", -1), getattr(meta, "offset", -1), 1)
+            for (topic, _, _, partition), meta in zip(records_list, metas, strict=True)]
 
 
-async def send_all(faust_producer: Any, records: Iterable[Record]) -> None:
-    """Send ``records`` and return once the broker has every one (raises on a send failure)."""
+async def send_all(faust_producer: Any, records: Iterable[Record]) -> list[Placed]:
+    """Send ``records`` and return once the broker has every one (raises on a send failure), with
+    where they went."""
     if not isinstance(faust_producer, faust_aiokafka.Producer):
-        await _send_one_by_one(faust_producer, records)
-        return
+        return await _send_one_by_one(faust_producer, records)
     access = internals()
     producer = access.batch_producer(faust_producer)
     grouped: dict[tuple[str, int], list[tuple[bytes | None, bytes | None]]] = {}
@@ -57,16 +67,25 @@ async def send_all(faust_producer: Any, records: Iterable[Record]) -> None:
             partition = partitioner(key, known[0], known[1])
         grouped.setdefault((topic, partition), []).append((key, value))
     if not grouped:
-        return
+        return []
     futures = []
+    placed: list[tuple[str, int, int]] = []  # (topic, partition, records) of each future
     for (topic, partition), items in grouped.items():
         batch = producer.create_batch()
+        count = 0
         for key, value in items:
             if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start another
                 batch.close()  # closed, so producer.send() cannot add to it either
                 futures.append(await producer.send_batch(batch, topic, partition=partition))
+                placed.append((topic, partition, count))
                 batch = producer.create_batch()
                 batch.append(key=key, value=value, timestamp=None)  # a builder takes its first record whatever its size
+                count = 0
+            count += 1
         batch.close()
         futures.append(await producer.send_batch(batch, topic, partition=partition))
-    await asyncio.gather(*futures)
+        placed.append((topic, partition, count))
+    results = await asyncio.gather(*futures)  # each a batch's metadata: the offset of its first record
+    # -1: the broker gave no offset (acks=0: no metadata)
+    return [(topic, partition, getattr(meta, "offset", -1), count)
+            for (topic, partition, count), meta in zip(placed, results, strict=True)]

@@ -40,7 +40,10 @@ while the database or the broker is away returns from 1 or 2 without acknowledgi
 
 The hook lane (:mod:`pipeline.agents.hooklane`) is not a protocol of its own: its delivery records
 ride ``turns`` and are applied in the window commit's decide phase, and its proposals are handed
-to the waiting hooks in step 4, after the states that hold them are saved. The idle-session
+to the waiting hooks in step 4, after the states that hold them are saved. The hook endpoint's
+fast lane (:mod:`pipeline.agents.fastlane`) runs steps 1 to 3 of this same protocol on the records
+a hook request just published, when they are the next ones of their partition; the agent then
+skips them like a redelivered batch. The idle-session
 sweep (:mod:`pipeline.agents.timers`) consumes no records and so has nothing to acknowledge.
 """
 
@@ -97,7 +100,13 @@ class WindowCommit:
         self.ctx = ctx
 
     async def commit(self, events: Sequence[Any], batches: Acknowledger) -> bool:
-        out = await self.make_durable(in_records(events))
+        records = in_records(events)
+        # The hook endpoint's fast lane may be committing records of these partitions itself
+        # (agents/fastlane.py): wait for it, then decide from the states it saved.
+        lane, generation = self.ctx.lane, self.ctx.app.rebalancing_count
+        await lane.before_batch(records, generation)
+        out = await self.make_durable(records)
+        lane.after_batch(records, generation)
         await self.acknowledge(events, out, batches)
         return True
 

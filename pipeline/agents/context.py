@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pipeline.agents.answer_board import AnswerBoard
     from pipeline.agents.batch_types import BatchOutput, OpensResult, SinkResult
     from pipeline.agents.brain_holder import BrainHolder
+    from pipeline.agents.fastlane import FastLane
     from pipeline.agents.session_table import SessionTable
     from pipeline.agents.sink import EventWriter
     from pipeline.agents.statecrypt import StateCipher
@@ -85,6 +86,9 @@ class AgentContext(Protocol):
 
     @property
     def answers(self) -> AnswerBoard: ...
+
+    @property
+    def lane(self) -> FastLane: ...
 
     @property
     def partitions(self) -> int: ...

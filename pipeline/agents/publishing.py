@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pipeline.agents.bulk_send import send_all
+from pipeline.agents.bulk_send import Placed, send_all
 from pipeline.agents.retry import Backoff, is_transport_error
 
 if TYPE_CHECKING:
@@ -28,9 +28,10 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def publish(ctx: AgentContext, topic: str, items: Sequence[tuple[bytes | None, bytes]]) -> None:
-    """Send and wait until the broker has every record (raises on a send failure)."""
-    await send_all(ctx.app.producer, [(topic, key, value, None) for key, value in items])
+async def publish(ctx: AgentContext, topic: str, items: Sequence[tuple[bytes | None, bytes]]) -> list[Placed]:
+    """Send and wait until the broker has every record (raises on a send failure); returns where
+    they went (partition and offsets, :data:`pipeline.agents.bulk_send.Placed`)."""
+    return await send_all(ctx.app.producer, [(topic, key, value, None) for key, value in items])
 
 
 async def publish_all(ctx: AgentContext,

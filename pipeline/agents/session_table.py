@@ -93,7 +93,33 @@ def read_header(data: bytes) -> tuple[int, int, int]:
     return int(partition), int(offset), int(activity)
 
 
-def newest_states(events: Iterable[Any], stored_offset: Callable[[Any], int]) -> tuple[list[Any], int]:
+@dataclass(slots=True)
+class LeftOut:
+    """The changelog records one table recovery left out, by why they were older."""
+
+    superseded: int = 0
+    """Older than the state the table already held when the read began: a partition this worker kept
+    across the rebalance is read again from its start (the rebalance revokes every partition, and
+    Faust then reads each newly active changelog from its earliest offset) while the memory store
+    still holds that partition's newest states. Nothing was written out of order."""
+    late: int = 0
+    """Older than a state read before it in the same read: the record reached the changelog after a
+    newer state of its session, i.e. a write that arrived late. A fenced worker's held produce
+    request does that (see :func:`newest_states`); so can a produce request the worker gave up on
+    after its request timeout and sent again, if the broker still appends the first attempt after
+    the newer states that followed the retry (the producer is not idempotent on the embedded
+    broker, quirk 5)."""
+
+    def add(self, other: LeftOut) -> None:
+        self.superseded += other.superseded
+        self.late += other.late
+
+    def __bool__(self) -> bool:
+        return bool(self.superseded or self.late)
+
+
+def newest_states(events: Iterable[Any], stored_offset: Callable[[Any], int],
+                  read: set[Any] | None = None) -> tuple[list[Any], LeftOut]:
     """The changelog events to apply, leaving out every state older than one already kept.
 
     A worker cut off from the broker mid-batch can be fenced out of the group while its produce
@@ -104,16 +130,24 @@ def newest_states(events: Iterable[Any], stored_offset: Callable[[Any], int]) ->
     offset (the ``turns`` offset in the readable header) instead of the last one written. Offsets of
     ``turns`` only grow, so an older offset is always a stale write. A tombstone (idle expiry) is
     always applied and forgets the offset. ``stored_offset(key)`` is the offset of the value already
-    in the store (``NO_OFFSET`` when none). Returns the events to apply and how many were dropped.
+    in the store (``NO_OFFSET`` when none).
+
+    ``read`` holds the sessions of which this read (one recovery, over several calls) has already
+    applied a state; kept sessions are added to it. A record left out for a session in it was written
+    late (:attr:`LeftOut.late`); one left out for a session not in it is older than the value the
+    store held before the read began (:attr:`LeftOut.superseded`). Returns the events to apply and
+    what was left out.
     """
+    seen: set[Any] = set() if read is None else read
     newest: dict[Any, int] = {}
     kept: list[Any] = []
-    dropped = 0
+    left_out = LeftOut()
     for event in events:
         key = event.key
         raw = event.message.value
         if raw is None:
             newest[key] = NO_OFFSET
+            seen.add(key)
             kept.append(event)
             continue
         try:
@@ -123,11 +157,15 @@ def newest_states(events: Iterable[Any], stored_offset: Callable[[Any], int]) ->
             continue
         current = newest[key] if key in newest else stored_offset(key)
         if offset < current:
-            dropped += 1
+            if key in seen:
+                left_out.late += 1
+            else:
+                left_out.superseded += 1
             continue
         newest[key] = offset
+        seen.add(key)
         kept.append(event)
-    return kept, dropped
+    return kept, left_out
 
 
 SESSION_TABLE = "sessions"
@@ -138,9 +176,11 @@ class SessionTable(faust.Table[bytes, bytes]):
     """A Faust table of raw bytes whose writes go to an explicitly named changelog partition."""
 
     _explicit_partition: int | None = None
+    _read: set[Any] | None = None  # sessions applied by the current recovery's read (newest_states)
+    _left_out: LeftOut | None = None  # what the current recovery left out, logged once at its end
 
     def apply_changelog_batch(self, batch: Iterable[Any]) -> None:
-        """Recovery and standby apply: keep each session's newest state (see :func:`newest_states`)."""
+        """Recovery apply: keep each session's newest state (see :func:`newest_states`)."""
         store = self.data
 
         def stored_offset(key: Any) -> int:
@@ -152,11 +192,34 @@ class SessionTable(faust.Table[bytes, bytes]):
             except CorruptState:
                 return NO_OFFSET
 
-        kept, dropped = newest_states(batch, stored_offset)
-        if dropped:
-            log.warning("table recovery kept the newest session states and left out %d older one(s) "
-                        "written late (a fenced worker's delayed writes)", dropped)
+        if self._read is None:
+            self._read, self._left_out = set(), LeftOut()
+        kept, left_out = newest_states(batch, stored_offset, self._read)
+        assert self._left_out is not None
+        self._left_out.add(left_out)
         super().apply_changelog_batch(kept)
+
+    async def on_rebalance(self, assigned: Any, revoked: Any, newly_assigned: Any, generation_id: int = 0) -> None:
+        self._end_read()  # a rebalance starts a new recovery, whose read starts afresh
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
+
+    async def on_recovery_completed(self, active_tps: Any, standby_tps: Any) -> None:
+        self._end_read()
+        await super().on_recovery_completed(active_tps, standby_tps)
+
+    def _end_read(self) -> None:
+        """Report what the finished (or abandoned) read left out, and forget its sessions."""
+        left_out, self._read, self._left_out = self._left_out, None, None
+        if left_out is None:
+            return
+        if left_out.late:
+            log.warning("table recovery left out %d session state(s) that reached the changelog after a newer "
+                        "state of the same session (a late write: a fenced worker's held produce request, or a "
+                        "produce request retried after its timeout); each session keeps its newest state",
+                        left_out.late)
+        if left_out.superseded:
+            log.debug("table recovery read %d older state(s) of sessions whose newest state the table already "
+                      "held (a partition kept across the rebalance, read again from its start)", left_out.superseded)
 
     def partition_for_key(self, key: Any) -> int | None:
         if self._explicit_partition is not None:

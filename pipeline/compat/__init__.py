@@ -12,11 +12,13 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
 2. :mod:`.tansu_transport`: the ``tansu://`` Faust transport (quirks 2, 3, 4 for the worker's
    consumer) and the refusal of exactly-once (quirk 5). Optional by setting: registered only when
    the broker URL is ``tansu://`` (:attr:`Settings.broker_is_embedded`); stock Faust on Kafka.
-3. :mod:`.inloop_consumer`: the aiokafka consumer runs on the worker's loop, not in Faust's consumer
+3. :mod:`.recovery_order`: no record delivered while Faust finishes a table recovery (faust #596).
+4. :mod:`.recovery_retry`: a table recovery whose broker step timed out starts again instead of
+   ending for good (the worker then never resumed its streams).
+5. :mod:`.inloop_consumer`: the aiokafka consumer runs on the worker's loop, not in Faust's consumer
    thread (setting ``consumer_in_loop``, off by default).
-4. :mod:`.recovery_order`: no record delivered while Faust finishes a table recovery (faust #596).
-5. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 4.
-6. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
+6. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3.
+7. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
    producer's batch path, the memory store's key partitions, the table store and consumer without
    creating them), served through the port :func:`pipeline.internals.internals`.
 
@@ -29,7 +31,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.compat import fastdrain, faust_internals, inloop_consumer, recovery_order, tansu_transport
+from pipeline.compat import (fastdrain, faust_internals, inloop_consumer, recovery_order, recovery_retry,
+                             tansu_transport)
 from pipeline.compat.versions import check_versions
 from pipeline.internals import CompatError
 from pipeline.settings import Settings
@@ -44,6 +47,7 @@ def install(app: Any, settings: Settings) -> None:
         tansu_transport.install()
     tansu_transport.check_app(app)  # refuses exactly-once on a tansu:// app, whatever built it
     recovery_order.install()
+    recovery_retry.install()
     if settings.consumer_in_loop:
         inloop_consumer.install(app)
     fastdrain.install(app, pause_s=settings.fetch_pause_ms / 1000)

@@ -28,6 +28,8 @@ later). The items left are exactly the ones printed, and only those are reported
 
 from __future__ import annotations
 
+from _codecs import utf_16_le_encode
+
 from pipeline.hook.protocol import dumps
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
@@ -130,8 +132,11 @@ def _drop_lowest(items: list[dict[str, Any]]) -> None:
 
 
 def output_length(text: str) -> int:
-    """Length as the harness (JavaScript) counts it: UTF-16 code units."""
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+    """Length as the harness (JavaScript) counts it: UTF-16 code units.
+
+    The C encoder itself: ``str.encode("utf-16-le")`` looks the codec up and imports the
+    ``encodings.utf_16_le`` module for it, half a millisecond of the hook's start."""
+    return len(utf_16_le_encode(text, "surrogatepass")[0]) // 2
 
 
 def fit(items: Sequence[dict[str, Any]], max_chars: int,

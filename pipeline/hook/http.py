@@ -1,8 +1,8 @@
 """A tiny JSON-over-HTTP/1.1 client for the hook, straight on a socket.
 
 Not ``http.client``: it imports the ``email`` package (~10 ms of a ~100 ms process), and the hook
-needs one request to a known local endpoint: ``POST`` with ``Connection: close``, read to EOF,
-``Content-Length`` or chunked bodies. Every step is bounded by the caller's remaining time.
+needs one request to a known local endpoint: ``POST`` with ``Connection: close``, read until
+``Content-Length`` bytes came (or to EOF: chunked bodies, no length). Every step is bounded by the caller's remaining time.
 
 Not even ``socket.py`` for plain ``http://``: it wraps ``_socket`` in ``enum`` classes and loads
 ``selectors``, a few ms the hook would pay on every prompt for nothing; the C module has the
@@ -99,6 +99,27 @@ def parse_response(raw: bytes) -> tuple[int, bytes]:
     return status, body
 
 
+def response_size(raw: bytes) -> int | None:
+    """The size of the whole response that starts with ``raw``, when its head is complete and
+    gives a ``Content-Length`` (not chunked); None: read on to the end of the connection.
+
+    The request asks ``Connection: close``, but the worker closes its side only after its event
+    loop comes round to it, up to a few milliseconds after the answer was sent (seen with
+    ``strace`` on the ``hello``): a response whose length is known is complete without that."""
+    head, sep, _ = raw.partition(b"\r\n\r\n")
+    if not sep:
+        return None
+    headers = response_headers(head.split(b"\r\n"))
+    length = headers.get(b"content-length")
+    if length is None or b"transfer-encoding" in headers:
+        return None
+    try:
+        size = int(length)
+    except ValueError:
+        return None
+    return len(head) + len(sep) + size if size >= 0 else None
+
+
 class Transport:
     """How the hook reaches workers: the shared secret, and the TLS context for ``https://`` URLs."""
 
@@ -126,10 +147,25 @@ class Transport:
         return wrapped
 
 
+def lookup_name(host: str) -> str | bytes:
+    """The host as ``getaddrinfo`` should get it: bytes when it is ASCII.
+
+    Given a ``str``, ``_socket.getaddrinfo`` always encodes it with the ``idna`` codec, and the
+    first use of that codec imports ``encodings.idna``, ``stringprep``, ``unicodedata`` and ``re``
+    (with ``enum``, ``functools``, ``collections``): ~16 ms of CPU, almost half of a whole hook
+    call, to encode ``127.0.0.1``. An ASCII name is its own IDNA form, so it goes as bytes; only
+    a non-ASCII (international) name still takes the codec.
+    """
+    try:
+        return host.encode("ascii")
+    except UnicodeEncodeError:
+        return host
+
+
 def connect_plain(host: str, port: int, timeout_s: float) -> _socket.socket:
     """``socket.create_connection`` on the C module: each address in turn, the last error raised."""
     error: OSError | None = None
-    for family, kind, proto, _, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+    for family, kind, proto, _, address in _socket.getaddrinfo(lookup_name(host), port, 0, _socket.SOCK_STREAM):
         sock = _socket.socket(family, kind, proto)
         try:
             sock.settimeout(timeout_s)
@@ -157,7 +193,8 @@ def _exchange(base_url: str, request: bytes, deadline: float, transport: Transpo
         try:
             sock.sendall(request)
             received = 0
-            while True:
+            expected: int | None = None  # the whole response's size, once its head says it
+            while expected is None or received < expected:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError
@@ -169,6 +206,8 @@ def _exchange(base_url: str, request: bytes, deadline: float, transport: Transpo
                 received += len(chunk)
                 if received > MAX_RESPONSE_BYTES:
                     raise WorkerUnavailable("worker_io", "response too large")
+                if expected is None:
+                    expected = response_size(b"".join(chunks) if len(chunks) > 1 else chunk)
         finally:
             sock.close()
     except TimeoutError:

@@ -211,9 +211,16 @@ def worker_brain() -> Path:
 
 
 @pytest.fixture(scope="module")
-def worker(hook_settings: Settings, worker_brain: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+def worker_env() -> dict[str, str]:
+    """Extra environment of the module's worker (a test module overrides it to set its own)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def worker(hook_settings: Settings, worker_brain: Path, worker_env: dict[str, str],
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     base = tmp_path_factory.mktemp("hook-worker")
-    w = Worker(hook_settings, base / "worker.log", base / "data", brain=worker_brain).start()
+    w = Worker(hook_settings, base / "worker.log", base / "data", brain=worker_brain, env_extra=worker_env).start()
     try:
         w.wait_ready()
         yield w

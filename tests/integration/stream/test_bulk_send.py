@@ -1,5 +1,5 @@
 """``send_all`` (agents/bulk_send.py) on a real broker with Faust's real producer: every record once,
-where aiokafka's own ``send`` puts it, in order within a partition."""
+where aiokafka's own ``send`` puts it, in order within a partition, at the offsets it returns."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import faust
 import pytest
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from pipeline.agents.bulk_send import Record, _send_one_by_one, send_all
+from pipeline.agents.bulk_send import Placed, Record, _send_one_by_one, send_all
 from pipeline.compat import faust_internals, tansu_transport
 from tests.integration.stream.harness import run
 from tests.services.broker import TestNames, settings_for
@@ -33,7 +33,11 @@ def workload(topic: str) -> list[Record]:
     return records
 
 
-async def produce_and_read(broker: str, names: TestNames) -> dict[str, list[tuple[int, bytes | None, bytes]]]:
+Placements = dict[str, list[Placed]]
+
+
+async def produce_and_read(broker: str, names: TestNames) -> tuple[dict[str, list[tuple[int, bytes | None, bytes]]],
+                                                                   dict[str, dict[bytes, tuple[int, int]]], Placements]:
     settings = settings_for(broker, names, topic_partitions=PARTITIONS)
     tansu_transport.install()
     faust_internals.install()  # the producer internals send_all reads (the app's start-up does this)
@@ -51,15 +55,17 @@ async def produce_and_read(broker: str, names: TestNames) -> dict[str, list[tupl
     assert isinstance(producer, faust_aiokafka.Producer)  # so send_all takes the batch path, not per record
     await producer.start()
     try:
-        await send_all(producer, workload(bulk))
-        await _send_one_by_one(producer, workload(single))
+        placed = {bulk: await send_all(producer, workload(bulk)),
+                  single: await _send_one_by_one(producer, workload(single))}
     finally:
         await producer.stop()
     out: dict[str, list[tuple[int, bytes | None, bytes]]] = {}
+    where: dict[str, dict[bytes, tuple[int, int]]] = {}
     for topic in (bulk, single):
         records = await read_all(settings, topic, expect=400)
         out[topic] = [(r.partition, r.key, r.value or b"") for r in records]
-    return out
+        where[topic] = {r.value or b"": (r.partition, r.offset) for r in records}
+    return out, where, placed
 
 
 def by_value(rows: Sequence[tuple[int, bytes | None, bytes]]) -> dict[bytes, tuple[int, bytes | None]]:
@@ -67,7 +73,7 @@ def by_value(rows: Sequence[tuple[int, bytes | None, bytes]]) -> dict[bytes, tup
 
 
 def test_bulk_send_matches_per_record_send(module_broker_url: str, names: TestNames) -> None:
-    out = run(produce_and_read(module_broker_url, names))
+    out, where, placed = run(produce_and_read(module_broker_url, names))
     bulk, single = out[names.topic("bulk")], out[names.topic("single")]
     sent = workload("x")
     assert len(bulk) == len(sent) == len(single)  # every record once
@@ -87,3 +93,14 @@ def test_bulk_send_matches_per_record_send(module_broker_url: str, names: TestNa
         per_partition[partition].append(positions[value])
     assert all(seq == sorted(seq) for seq in per_partition.values())
     assert len(per_partition) == PARTITIONS
+    # what send_all returns says where each record is: per partition, consecutive offsets in input order
+    for topic in (names.topic("bulk"), names.topic("single")):
+        given: dict[int, list[bytes]] = defaultdict(list)
+        for _, _, sent_value, _ in sent:
+            value = sent_value or b""
+            given[where[topic][value][0]].append(value)
+        returned: dict[int, list[int]] = defaultdict(list)
+        for placed_topic, partition, first, count in placed[topic]:
+            assert placed_topic == topic and count >= 1
+            returned[partition].extend(range(first, first + count))
+        assert {p: [where[topic][v][1] for v in values] for p, values in given.items()} == dict(returned)

@@ -19,6 +19,7 @@ from aiokafka import errors as kafka_errors
 from pipeline.agents.batch_types import BatchOutput, InRecord, OpensResult, SinkResult, WriteOutcome
 from pipeline.agents.commit_protocol import PageOpensCommit, SinkCommit, WindowCommit
 from pipeline.agents.context import Counters
+from pipeline.agents.fastlane import FastLane
 from pipeline.agents.session_table import SessionRecord
 
 
@@ -80,13 +81,13 @@ def window_context(log: Log, producer: Producer, owned: set[int]) -> Any:
     processor = SimpleNamespace(process=process, encode=lambda key, record: b"value-of-" + key,
                                 saved=lambda key, value, record: log.append("cache"))
     return SimpleNamespace(
-        app=SimpleNamespace(producer=producer, should_stop=False),
+        app=SimpleNamespace(producer=producer, should_stop=False, rebalancing_count=0),
         settings=SimpleNamespace(topic_volunteered="volunteered", topic_dlq="dlq", topic_turns="turns"),
         processor=processor, brain=SimpleNamespace(index=None),
         table=SimpleNamespace(get=lambda key: None, save_many=save_many, saved=saved),
         assigned_partitions=lambda topic: owned, counters=Counters(),
         metrics=SimpleNamespace(window_batch=lambda records, out, seconds: log.append("measure")),
-        answers=SimpleNamespace(resolve=lambda proposals: log.append("wake hooks")))
+        answers=SimpleNamespace(resolve=lambda proposals: log.append("wake hooks")), lane=FastLane())
 
 
 def test_a_window_batch_is_decided_published_saved_then_acknowledged() -> None:

@@ -97,3 +97,59 @@ def test_install_checks_the_versions_on_real_kafka_too(monkeypatch: pytest.Monke
     app = faust.App("versions-kafka", broker="kafka://127.0.0.1:1")
     with pytest.raises(CompatError, match=r"found faust-streaming 0\.0\.1"):
         compat.install(app, load_settings(broker="kafka://127.0.0.1:1"))
+
+
+class AioConsumer:
+    """The parts of an aiokafka consumer the end-of-recovery seek uses, recording what it is asked."""
+
+    def __init__(self, committed: dict[str, int | None]) -> None:
+        self.committed = committed
+        self.calls: list[str] = []
+
+    async def seek_to_committed(self) -> dict[str, int | None]:
+        self.calls.append("seek_to_committed")
+        return dict(self.committed)
+
+    def seek(self, tp: str, offset: int) -> None:
+        self.calls.append(f"seek {tp} {offset}")
+
+    async def seek_to_beginning(self, *tps: str) -> bool:
+        self.calls.append(f"beginning {sorted(tps)}")
+        return True
+
+    async def seek_to_end(self, *tps: str) -> bool:
+        self.calls.append(f"end {sorted(tps)}")
+        return True
+
+
+def _is_changelog(tp: str) -> bool:
+    return tp.startswith("changelog")
+
+
+def test_the_seek_moves_back_the_stream_partitions_aiokafka_leaves_alone() -> None:
+    """aiokafka seeks only partitions committed above 0; the others stay where their fetcher got,
+    past records Faust dropped while the flow was stopped. The changelogs are the recovery's own."""
+    consumer = AioConsumer({"turns-0": 40, "turns-1": None, "turns-2": 0, "volunteered-3": None,
+                            "changelog-0": None})
+    committed = asyncio.run(recovery_order.seek_every_partition(consumer, "earliest", _is_changelog))
+    assert committed == consumer.committed  # what Faust reads back is aiokafka's answer
+    assert consumer.calls == ["seek_to_committed", "seek turns-2 0", "beginning ['turns-1', 'volunteered-3']"]
+
+
+def test_the_seek_follows_the_reset_policy_and_does_nothing_more_when_all_are_committed() -> None:
+    consumer = AioConsumer({"turns-0": None})
+    asyncio.run(recovery_order.seek_every_partition(consumer, "latest", _is_changelog))
+    assert consumer.calls == ["seek_to_committed", "end ['turns-0']"]
+    consumer = AioConsumer({"turns-0": 5, "changelog-1": None})
+    asyncio.run(recovery_order.seek_every_partition(consumer, "earliest", _is_changelog))
+    assert consumer.calls == ["seek_to_committed"]
+
+
+def test_install_patches_the_consumer_threads_seek_once() -> None:
+    from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+
+    recovery_order.install()
+    patched = AIOKafkaConsumerThread.seek_to_committed
+    assert getattr(patched, "_volunteer_flow_stopped", False)
+    recovery_order.install()
+    assert AIOKafkaConsumerThread.seek_to_committed is patched
