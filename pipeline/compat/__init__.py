@@ -31,8 +31,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.compat import (fastdrain, faust_internals, inloop_consumer, recovery_order, recovery_retry,
-                             tansu_transport)
+from pipeline.compat import (
+    fastdrain,
+    faust_internals,
+    inloop_consumer,
+    recovery_order,
+    recovery_retry,
+    tansu_transport,
+)
 from pipeline.compat.versions import check_versions
 from pipeline.internals import CompatError
 from pipeline.settings import Settings
