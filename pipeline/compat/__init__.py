@@ -15,8 +15,10 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
 3. :mod:`.recovery_order`: no record delivered while Faust finishes a table recovery (faust #596).
 4. :mod:`.recovery_retry`: a table recovery whose broker step timed out starts again instead of
    ending for good (the worker then never resumed its streams).
-5. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3.
-6. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
+5. :mod:`.inloop_consumer`: the aiokafka consumer runs on the worker's loop, not in Faust's consumer
+   thread (setting ``consumer_in_loop``, off by default).
+6. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3.
+7. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
    producer's batch path, the memory store's key partitions, the table store and consumer without
    creating them), served through the port :func:`pipeline.internals.internals`.
 
@@ -29,7 +31,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.compat import fastdrain, faust_internals, recovery_order, recovery_retry, tansu_transport
+from pipeline.compat import (
+    fastdrain,
+    faust_internals,
+    inloop_consumer,
+    recovery_order,
+    recovery_retry,
+    tansu_transport,
+)
 from pipeline.compat.versions import check_versions
 from pipeline.internals import CompatError
 from pipeline.settings import Settings
@@ -45,5 +54,7 @@ def install(app: Any, settings: Settings) -> None:
     tansu_transport.check_app(app)  # refuses exactly-once on a tansu:// app, whatever built it
     recovery_order.install()
     recovery_retry.install()
+    if settings.consumer_in_loop:
+        inloop_consumer.install(app)
     fastdrain.install(app, pause_s=settings.fetch_pause_ms / 1000)
     faust_internals.install()

@@ -25,6 +25,7 @@ import aiokafka
 from aiokafka import TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
+from pipeline.compat import inloop_consumer
 from pipeline.internals import CompatError, require
 from pipeline.settings import EMBEDDED_BROKER_SCHEME
 from topics.tansu_client import FETCH_MAX_WAIT_MS, consumer_client, fix_leave_group, high_watermarks
@@ -69,7 +70,8 @@ class TansuConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
 class TansuConsumer(faust_aiokafka.Consumer):
     def _new_consumer_thread(self) -> TansuConsumerThread:
-        return TansuConsumerThread(self, loop=self.loop, beacon=self.beacon)
+        cls: type[TansuConsumerThread] = inloop_consumer.thread_class(TansuConsumerThread, self)
+        return cls(self, loop=self.loop, beacon=self.beacon)
 
 
 class TansuTransport(faust_aiokafka.Transport):
