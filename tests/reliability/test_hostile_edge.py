@@ -40,6 +40,7 @@ hook_database = hook_fixtures.hook_database
 hook_settings = hook_fixtures.hook_settings
 worker = hook_fixtures.worker
 worker_brain = hook_fixtures.worker_brain
+worker_env = hook_fixtures.worker_env
 
 pytestmark = pytest.mark.integration
 
