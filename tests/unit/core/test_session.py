@@ -88,6 +88,24 @@ def test_state_round_trip_after_every_turn_changes_nothing(conformance_brain: Br
     assert differing == []
 
 
+def test_saving_after_every_turn_writes_what_a_fresh_encoding_writes(conformance_brain: BrainIndex) -> None:
+    """Each window turn keeps its encoded part (``_WindowTurn.encoded``); a state saved after every
+    turn, as a worker saves it, must be byte for byte what encoding a decoded copy from scratch gives."""
+    differing = []
+    for case in WATCH_CASES:
+        state = SessionState()
+        for role, text in turns_of(case):
+            step(state, role, text, conformance_brain, source_id=case["flags"].get("source", "default"),
+                 options=options_of(case))
+            saved = state.to_bytes()
+            fresh = SessionState.from_bytes(saved)
+            assert all(wt.encoded is None for wt in fresh.window)
+            if saved != fresh.to_bytes() or saved != state.to_bytes():
+                differing.append(case["id"])
+                break
+    assert differing == []
+
+
 def test_state_holds_no_raw_turn_text_and_stays_small(conformance_brain: BrainIndex) -> None:
     sizes = []
     for case in WATCH_CASES:
