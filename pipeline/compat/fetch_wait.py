@@ -1,19 +1,20 @@
 """A fetch wait that grows while the worker's fetches come back empty (embedded broker only).
 
 The embedded broker does not end a waiting Fetch when records arrive (quirk 4, docs/streaming.md),
-so the worker's consumer asks with a short wait (``FETCH_MAX_WAIT_MS``, 20 ms) and the broker
-answers an empty Fetch after about half of it. An idle worker therefore sent ~43 Fetch requests a
-second, each costing the broker ~0.8 ms of CPU plus ~0.03 ms per partition named: about 0.19 core
-of broker and 0.10 of worker for nothing (docs/performance.md, goal 2).
+so the worker's consumer asks with a short wait (``FETCH_MAX_WAIT_MS``, 20 ms); the broker answers
+an empty Fetch when that wait ends. An idle worker therefore sent ~43 Fetch requests a second,
+each costing the broker ~0.8 ms of CPU plus ~0.03 ms per partition named: 0.15-0.18 core of broker
+and 0.08-0.10 of worker for nothing (docs/performance.md, goal 2).
 
 :class:`GrowingWait` doubles the wait after every Fetch that brought no records, up to a maximum
 (setting ``fetch_wait_max_ms``), and goes back to the base wait as soon as one brings records. So
 under traffic nothing changes (a Fetch that finds records is answered at once, and the next one
-asks with the base wait), and an idle worker asks a few times a second. The price is the first
-record after a silence: it waits until the Fetch in flight ends, up to about half the grown wait
-(the broker's answer time) before the next Fetch takes it; the hop after it (the sink reading what
-the window agent published) is at the base wait again. The hook does not take that hop on its fast
-lane (docs/hooks.md, "Speed").
+asks with the base wait), and an idle worker asks ~7 times a second (160 ms). The price is the
+first record after a silence: it waits for the Fetch in flight to be answered, up to the grown
+wait (the broker answers an empty one when the wait ends, one into which records arrived often
+sooner); the hop after it (the sink reading what the window agent published) is at the base wait
+again. A hook's turns do not take that hop when the endpoint's fast lane commits them (docs/hooks.md,
+"Speed").
 
 :func:`attach` wraps one aiokafka ``Fetcher``'s ``_proc_fetch_request`` (aiokafka 0.14.0: one
 coroutine per Fetch sent, returning whether it buffered records or an error) and sets the
