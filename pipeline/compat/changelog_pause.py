@@ -6,9 +6,12 @@ what the aiokafka consumer returns for a partition that is not active. The aioka
 is never paused, and its background fetcher puts every assigned partition with nothing buffered in
 each Fetch. After a table's recovery Faust pauses the active table's changelog partitions (the worker
 writes them and never reads them back), so a worker's Fetch still named them: 8 of its 33 partitions
-(docs/performance.md, goal 2). The embedded broker spends about 0.03 ms of CPU per partition named,
-on every Fetch, most of them empty when the worker is idle. Whenever the worker's own state writes
-landed there, the fetcher also fetched them into a buffer nobody reads.
+(docs/performance.md, goal 2), each costing the embedded broker about 0.03 ms of CPU per Fetch,
+most of them empty when the worker is idle. Once the worker had written a changelog partition, the
+fetcher fetched those records (holding the node's next Fetch back for its 100 ms prefetch backoff)
+and kept them, never asked for, in its buffer for the rest of the generation (up to 1 MiB per
+partition); a partition with buffered records is left out of the Fetch, which is the only reason a
+worker with traffic behind it named 25.
 
 :func:`mirror` runs first in every ``AIOKafkaConsumerThread._fetch_records`` (the consumer
 thread's half of Faust's getmany, so on the loop that owns the aiokafka consumer, with Faust's
