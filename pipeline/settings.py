@@ -116,6 +116,10 @@ class Settings(BaseModel):
         False, description="Run the worker's Kafka consumer on the worker's event loop, not in Faust's consumer "
                            "thread (no cross-thread hand-off per fetch and commit): less CPU per turn on a loaded "
                            "machine, no difference measured on a quiet one (docs/performance.md, goal 2).")
+    direct_delivery: bool = Field(
+        True, description="The window and sink agents take their records a fetch at a time straight from the "
+                          "consumer, without Faust's per-record conductor, event and stream (less CPU per turn; "
+                          "docs/performance.md, goal 2). Off: through Faust's stream, as before.")
     hook_fast_lane: bool = Field(
         True, description="The hook endpoint decides and saves a hook's turns itself when they are the next records "
                           "of their partition, instead of waiting for the window agent's fetch (docs/hooks.md, Speed).")

@@ -21,7 +21,10 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
    empty, up to the setting ``fetch_wait_max_ms`` (0: the fixed wait).
 7. :mod:`.inloop_consumer`: the aiokafka consumer runs on the worker's loop, not in Faust's consumer
    thread (setting ``consumer_in_loop``, off by default).
-8. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3.
+8. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3. Its loop
+   also feeds :mod:`.direct_delivery`: the window and sink agents' topics skip Faust's conductor,
+   events and streams (setting ``direct_delivery``; the feeds are registered while the agents are
+   wired, through the port's ``direct_feed``).
 9. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
    producer's batch path, the memory store's key partitions, the table store and consumer without
    creating them), served through the port :func:`pipeline.internals.internals`.
