@@ -107,6 +107,11 @@ class Settings(BaseModel):
         5.0, ge=0, le=1000,
         description="Pause after a fetch that delivered records, so the next collects more: fewer, larger "
                     "broker requests under load (0 = fetch again at once).")
+    fetch_wait_max_ms: int = Field(
+        160, ge=0, le=1000,
+        description="Embedded broker only: the fetch wait doubles after each fetch that found no records, up to "
+                    "this, and is back at 20 ms once one finds records (fewer requests while idle; the first "
+                    "record after a silence may wait up to it). 0 or 20 = a fixed 20 ms wait.")
     consumer_in_loop: bool = Field(
         False, description="Run the worker's Kafka consumer on the worker's event loop, not in Faust's consumer "
                            "thread (no cross-thread hand-off per fetch and commit): less CPU per turn on a loaded "
