@@ -1,7 +1,7 @@
 """The embedded broker's CPU per empty Fetch, by the number of partitions a Fetch names and its wait.
 
-An idle worker's consumer sends one Fetch after another (each answered after about half its max
-wait, quirk 4 in docs/streaming.md), and at low rates most of them find nothing, so what one
+An idle worker's consumer sends one Fetch after another (an empty one is answered when its max
+wait ends, quirk 4 in docs/streaming.md), and at low rates most of them find nothing, so what one
 empty Fetch costs the broker is most of the pipeline's fixed CPU. This bench measures it alone:
 one aiokafka consumer assigned ``N`` empty partitions, fetching for a few seconds per case; the
 broker's CPU seconds (``/proc``) are divided by the Fetch requests it answered (counted at the
