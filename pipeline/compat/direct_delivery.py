@@ -169,7 +169,8 @@ def feed(app: Any, topic: Any, max_batch: int) -> DirectFeed:
     if not getattr(app, ENABLED_ATTR, False):
         raise CompatError(f"compat patch {PATCH}: the app's consumer does not run the fastdrain loop, so no "
                           f"record would reach a direct feed ({installed_versions()})")
-    require(PATCH, app, "flow_control", "monitor", "consumer")
+    require(PATCH, type(app), "monitor", "consumer")  # on the class: reading them would create them now
+    require(PATCH, app, "flow_control")
     require(PATCH, app.flow_control, methods=("manage_queue", "is_active"))
     require(PATCH, topic, "topics")
     names = tuple(topic.topics)

@@ -122,3 +122,9 @@ def test_acknowledging_a_batch_goes_through_the_consumers_offsets() -> None:
     assert all(m.acked for m in batch)
     assert sorted(consumer._acked[tp]) == [0, 1, 2]
     assert not any(m in consumer.unacked for m in batch)
+
+
+def test_registering_a_feed_creates_neither_the_consumer_nor_the_monitor() -> None:
+    app = new_app()
+    direct_delivery.feed(app, app.topic("turns"), 10)
+    assert app._consumer is None and app._monitor is None  # both are made when the worker starts
