@@ -165,24 +165,31 @@ def _bounded(cache: dict[str, Any]) -> dict[str, Any]:
 
 _TEXT_MEMO_CHARS = 1024
 _text_memo: Memo[str, list[Candidate]] = Memo(8192)
+_LONG_MEMO_CHARS = 16_384
+_long_memo: Memo[str, list[Candidate]] = Memo(256)
+"""Longer texts (pasted logs, long assistant answers) in a memo of their own, few of them: the op is
+called again with a window that still holds the same long turns, and one such turn costs as much to
+extract as dozens of short ones. 256 texts of at most 16,384 characters keep at most 16 MiB alive."""
 
 
 def extract_candidates(text: object) -> list[Candidate]:
     """Candidates of one turn: strong ones first (≤12), then weak lowercase (≤32), then CJK (≤24).
 
-    Memoised per text (texts up to 1,024 characters, 8,192 of them, :class:`~pipeline.core.memo.Memo`): chat
-    repeats itself ("ok", "thanks", templated bot turns), and the result depends on the text alone.
+    Memoised per text (texts up to 1,024 characters, 8,192 of them, :class:`~pipeline.core.memo.Memo`;
+    256 more up to 16,384 characters): chat repeats itself ("ok", "thanks", templated bot turns, the
+    op's growing windows), and the result depends on the text alone.
     The list returned may be shared between calls, so callers never mutate it (none does: the window
     keeps it as it is and the merge only reads it).
     """
     if not isinstance(text, str) or not text:
         return []
-    if len(text) > _TEXT_MEMO_CHARS:
+    memo = _text_memo if len(text) <= _TEXT_MEMO_CHARS else _long_memo
+    if len(text) > _LONG_MEMO_CHARS:
         return _extract(text)
-    cands = _text_memo.get(text)
+    cands = memo.get(text)
     if cands is None:
         cands = _extract(text)
-        _text_memo.put(text, cands)
+        memo.put(text, cands)
     return cands
 
 
