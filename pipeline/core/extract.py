@@ -66,6 +66,29 @@ _PURE_NUMBER_RE = re.compile(r"[0-9][0-9.,]*")
 _CAP_TOKEN_ASCII = r"[A-Z][A-Za-z0-9'\-]*(?:\.[A-Za-z][A-Za-z0-9'\-]*)*"
 _CAP_RUN_ASCII_RE = re.compile(f"{_CAP_TOKEN_ASCII}(?:[{JS_WS}]+{_CAP_TOKEN_ASCII}){{0,3}}")
 _WEAK_TOKEN_ASCII_RE = re.compile(r"(?<![A-Za-z0-9'@-])[a-z][A-Za-z0-9'-]{2,}(?![A-Za-z0-9'-])")
+_WORDISH_ASCII_RE = re.compile(r"[A-Za-z0-9'@-]+")
+_LOWER_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz")
+
+
+def weak_tokens_ascii(text: str) -> list[str]:
+    """``_WEAK_TOKEN_ASCII_RE.findall(text)`` without its look-behind, which the regex engine tried at
+    every position of the text (a tenth of a turn's extraction).
+
+    A token can only start where that look-behind holds: at the start of a maximal run of its
+    characters (``[A-Za-z0-9'@-]``). From there it takes the run up to its first ``@`` (the token's
+    own characters exclude ``@``, and its look-ahead then holds), and it counts when it starts
+    lowercase and is 3 characters or more. Nothing later in the run can start one: every position
+    there follows one of those characters. ``tests/unit/core/test_properties.py`` compares the two.
+    """
+    out: list[str] = []
+    for run in _WORDISH_ASCII_RE.findall(text):
+        if run[0] in _LOWER_ASCII and len(run) >= 3:
+            at = run.find("@")
+            if at == -1:
+                out.append(run)
+            elif at >= 3:
+                out.append(run[:at])
+    return out
 
 CJK_CHARS = "\u4e00-\u9fff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af"
 """gbrain's CJK ranges: Han, hiragana, katakana, hangul syllables (BMP only)."""
@@ -246,7 +269,7 @@ def _extract(text: str) -> list[Candidate]:
 
     weak_seen: set[str] = set()
     weak_count = 0
-    for token in (_WEAK_TOKEN_ASCII_RE if ascii_only else _WEAK_TOKEN_RE).findall(text):
+    for token in weak_tokens_ascii(text) if ascii_only else _WEAK_TOKEN_RE.findall(text):
         if weak_count >= MAX_WEAK_CANDIDATES:
             break
         if token in _weak_cache:

@@ -16,14 +16,14 @@ and capped (10 for the volunteer path, so the gate sees the whole pool).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import CJK_CHARS, Candidate
 from pipeline.core.gate import candidates_by_norm
 from pipeline.core.memo import Memo
 from pipeline.core.pages import Page
-from pipeline.core.types import ARM_CONFIDENCE, Pointer
+from pipeline.core.types import ARM_CONFIDENCE, Pointer, new_pointer
 from pipeline.core.window import WindowCandidate
 
 RESOLVER_POOL = 10
@@ -44,12 +44,11 @@ def could_resolve(turns: Sequence[tuple[str, Sequence[Candidate]]], brain: Brain
     qualifies the merge and the resolver can be skipped: that is a third of all turns.
     """
     alias = brain.alias_index
-    query_info = brain.query_info
     for _, cands in turns:
         for _display, query, norm, _weak in cands:
             if norm in alias:
                 return True
-            info = query_info(query)
+            info = brain.query_info(query)
             if info[3] or info[4]:
                 return True
             if _CJK_FIRST <= norm[:1] <= _CJK_LAST and (brain.ids_with_title(norm) or brain.ids_with_slug(norm)):
@@ -104,7 +103,6 @@ def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool,
     if memo is not None and memo[0] is cands and memo[1] is brain.token:
         return memo[2], memo[3]
     alias = brain.alias_index
-    query_info = brain.query_info
     odd = _odd_title_norms(brain)
     live = False
     keep: list[str] = []
@@ -112,7 +110,7 @@ def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool,
         if norm in alias:
             hit = True
         else:
-            info = query_info(query)
+            info = brain.query_info(query)
             hit = bool(info[3] or info[4]) or (
                 _CJK_FIRST <= norm[:1] <= _CJK_LAST and bool(brain.ids_with_title(norm) or brain.ids_with_slug(norm)))
         if hit:
@@ -167,13 +165,12 @@ def resolve_with_index(
     slug_to_norm: dict[str, str] = {}
     surname_to_norm: dict[str, str] = {}  # armed surname token -> first norm, in candidate order
     row_ids: set[int] = set()  # arm 2: every page matched by title, slug, slug tail or surname
-    query_info = brain.query_info
     for c in candidates:
         if c.weak:
             continue
         norm = c.norm
         strong_norms.append(norm)
-        title_lc, slug, token, ids, surname_ids = query_info(c.query)
+        title_lc, slug, token, ids, surname_ids = brain.query_info(c.query)
         titles_lc.setdefault(title_lc, norm)
         if slug:
             slug_to_norm.setdefault(slug, norm)
@@ -189,12 +186,6 @@ def resolve_with_index(
     pushes: list[_Push] = []
     claimed: set[tuple[str, str]] = set()
 
-    def push(page: Page, arm: str, norm: str) -> None:
-        key = (page.source_id, page.slug)
-        if key not in claimed:
-            claimed.add(key)
-            pushes.append((page, arm, norm))
-
     # Arm 1: alias. Strong norms are unique per source; weak norms must be unique over the scope.
     alias_targets = brain.alias_index.get
     strong_hits = [(norm, targets) for norm in strong_norms if (targets := alias_targets(norm)) is not None]
@@ -204,7 +195,7 @@ def resolve_with_index(
             if slugs is not None and len(slugs) == 1:
                 page = brain.live_page(src, slugs[0])
                 if page is not None:
-                    push(page, "alias", norm)
+                    _push(claimed, pushes, page, "alias", norm)
     for norm in weak_norms:
         targets = alias_targets(norm)
         if targets is None:
@@ -220,7 +211,7 @@ def resolve_with_index(
         if total == 1 and hit is not None:
             page = brain.live_page(*hit)
             if page is not None:
-                push(page, "alias", norm)
+                _push(claimed, pushes, page, "alias", norm)
 
     # Arm 2: exact title, else exact slug / slug tail, else surname; rows in page-id order.
     if row_ids:
@@ -236,19 +227,19 @@ def resolve_with_index(
                 surname_coverage[token] = surname_coverage.get(token, 0) + 1
             title_norm = titles_lc.get(title_lc)
             if title_norm is not None:
-                push(page, "title", title_norm)
+                _push(claimed, pushes, page, "title", title_norm)
                 continue
             slug_norm = slug_to_norm.get(page.slug)
             if slug_norm is None:
                 slug_norm = slug_to_norm.get(page.slug[page.slug.rfind("/") + 1 :])
             if slug_norm is not None:
-                push(page, "slug-suffix", slug_norm)
+                _push(claimed, pushes, page, "slug-suffix", slug_norm)
                 continue
             if token is not None:
                 surname_hits.setdefault(token, []).append(page)
         for token, hits in surname_hits.items():
             if len(hits) == 1 and surname_coverage.get(token) == 1:
-                push(hits[0], "title-surname", surname_to_norm[token])
+                _push(claimed, pushes, hits[0], "title-surname", surname_to_norm[token])
 
     # Arm 2.5: pure-CJK weak n-grams no earlier arm resolved; exactly one page by title or slug.
     if weak_norms:
@@ -256,7 +247,7 @@ def resolve_with_index(
         if cjk_norms:
             resolved_norms = {norm for _, _, norm in pushes}
             cjk_norms = [n for n in cjk_norms if n not in resolved_norms]
-            _cjk_arm(cjk_norms, brain, frozenset(scope), push)
+            _cjk_arm(cjk_norms, brain, frozenset(scope), claimed, pushes)
 
     if not pushes:
         return [], {}
@@ -271,14 +262,24 @@ def resolve_with_index(
         cand = by_norm.get(brain.title_norm(page))
         display = cand.display if cand is not None and (lexical_arms or not cand.weak) else ""
         display = display or page.title or page.slug[page.slug.rfind("/") + 1 :]
-        pointers.append(Pointer(display, page.slug, page.source_id, brain.synopsis(page), arm, ARM_CONFIDENCE[arm], norm))
+        pointers.append(new_pointer(display, page.slug, page.source_id, brain.synopsis(page), arm, ARM_CONFIDENCE[arm],
+                                    norm))
         if len(pointers) >= max_pointers:
             break
     return pointers, by_norm
 
 
+def _push(claimed: set[tuple[str, str]], pushes: list[_Push], page: Page, arm: str, norm: str) -> None:
+    """Push ``page`` by ``arm`` unless its ``(source_id, slug)`` was claimed by an earlier push."""
+    key = (page.source_id, page.slug)
+    if key not in claimed:
+        claimed.add(key)
+        pushes.append((page, arm, norm))
+
+
 def _cjk_arm(
-    cjk_norms: list[str], brain: BrainIndex, in_scope: frozenset[str], push: Callable[[Page, str, str], None]
+    cjk_norms: list[str], brain: BrainIndex, in_scope: frozenset[str], claimed: set[tuple[str, str]],
+    pushes: list[_Push],
 ) -> None:
     """Push each CJK norm that names exactly one in-scope page by lowercased title or exact slug."""
     ids: set[int] = set()
@@ -295,7 +296,7 @@ def _cjk_arm(
                 hits.setdefault(n, []).append(page)
     for n, pages in hits.items():
         if len(pages) == 1:
-            push(pages[0], "cjk-title", n)
+            _push(claimed, pushes, pages[0], "cjk-title", n)
 
 
 def _surname_of(page: Page, title_lc: str, surname_to_norm: dict[str, str]) -> str | None:

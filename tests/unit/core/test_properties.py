@@ -172,6 +172,7 @@ def test_ascii_patterns_match_exactly_what_the_unicode_ones_do(text: str) -> Non
     assert [(m.start(), m.group()) for m in extract._CAP_RUN_ASCII_RE.finditer(text)] == [
         (m.start(), m.group()) for m in extract._CAP_RUN_RE.finditer(text)]
     assert extract._WEAK_TOKEN_ASCII_RE.findall(text) == extract._WEAK_TOKEN_RE.findall(text)
+    assert extract.weak_tokens_ascii(text) == extract._WEAK_TOKEN_ASCII_RE.findall(text)
 
 
 @PROPS
