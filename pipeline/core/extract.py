@@ -71,24 +71,33 @@ _LOWER_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz")
 
 
 def weak_tokens_ascii(text: str) -> list[str]:
-    """``_WEAK_TOKEN_ASCII_RE.findall(text)`` without its look-behind, which the regex engine tried at
-    every position of the text (a tenth of a turn's extraction).
+    """``_WEAK_TOKEN_ASCII_RE.findall(text)`` for an ASCII ``text``, without its look-behind, which
+    the regex engine tried at every position of the text (a tenth of a turn's extraction).
 
     A token can only start where that look-behind holds: at the start of a maximal run of its
     characters (``[A-Za-z0-9'@-]``). From there it takes the run up to its first ``@`` (the token's
     own characters exclude ``@``, and its look-ahead then holds), and it counts when it starts
     lowercase and is 3 characters or more. Nothing later in the run can start one: every position
-    there follows one of those characters. ``tests/unit/core/test_properties.py`` compares the two.
+    there follows one of those characters. Runs hold no whitespace, so they are found word by word,
+    and a word of letters and digits only (most words) is a run by itself.
+    ``tests/unit/core/test_properties.py`` compares this with the regex.
     """
     out: list[str] = []
-    for run in _WORDISH_ASCII_RE.findall(text):
-        if run[0] in _LOWER_ASCII and len(run) >= 3:
-            at = run.find("@")
-            if at == -1:
-                out.append(run)
-            elif at >= 3:
-                out.append(run[:at])
+    for word in text.split():
+        if word.isalnum():
+            if len(word) >= 3 and word[0] in _LOWER_ASCII:
+                out.append(word)
+            continue
+        runs: list[str] = _WORDISH_ASCII_RE.findall(word)
+        for run in runs:
+            if len(run) >= 3 and run[0] in _LOWER_ASCII:
+                at = run.find("@")
+                if at == -1:
+                    out.append(run)
+                elif at >= 3:
+                    out.append(run[:at])
     return out
+
 
 CJK_CHARS = "\u4e00-\u9fff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af"
 """gbrain's CJK ranges: Han, hiragana, katakana, hangul syllables (BMP only)."""
@@ -138,7 +147,9 @@ _Sighting = tuple[str, str, str, int]
 _CACHE_MAX = 100_000
 _surface_cache: dict[str, tuple[_Sighting, _Sighting | None]] = {}
 _handle_cache: dict[str, _Sighting] = {}
-_weak_cache: dict[str, tuple[str, str] | None] = {}
+_weak_cache: dict[str, Candidate] = {}
+_NOT_WEAK: Candidate = ("", "", "", True)
+"""What :data:`_weak_cache` holds for a word that is no weak candidate (an empty norm: never one)."""
 
 
 def _sighting(raw_display: str, raw_query: str) -> _Sighting:
@@ -168,8 +179,8 @@ def _surface(surface: str) -> tuple[_Sighting, _Sighting | None]:
     return (_sighting(surface, surface), trimmed)
 
 
-def _weak(token: str) -> tuple[str, str] | None:
-    """A lowercase word as a weak candidate ``(raw, norm)``, or ``None`` when it cannot be one."""
+def _weak(token: str) -> Candidate | None:
+    """A lowercase word as its weak candidate ``(raw, raw, norm, True)``, or ``None`` when it cannot be one."""
     raw = strip_possessive(token)
     if utf16_len(raw) < 3:
         return None
@@ -177,7 +188,7 @@ def _weak(token: str) -> tuple[str, str] | None:
     if lc in STOPWORDS or lc in COMMON_WORDS:
         return None
     norm = normalize_alias(raw)
-    return (raw, norm) if norm else None
+    return (raw, raw, norm, True) if norm else None
 
 
 def _bounded(cache: dict[str, Any]) -> dict[str, Any]:
@@ -272,18 +283,15 @@ def _extract(text: str) -> list[Candidate]:
     for token in weak_tokens_ascii(text) if ascii_only else _WEAK_TOKEN_RE.findall(text):
         if weak_count >= MAX_WEAK_CANDIDATES:
             break
-        if token in _weak_cache:
-            weak = _weak_cache[token]
-        else:
-            weak = _bounded(_weak_cache)[token] = _weak(token)
+        weak = _weak_cache.get(token)
         if weak is None:
-            continue
-        norm = weak[1]
-        if norm in strong_norms or norm in weak_seen:
+            weak = _bounded(_weak_cache)[token] = _weak(token) or _NOT_WEAK
+        norm = weak[2]
+        if not norm or norm in strong_norms or norm in weak_seen:
             continue
         weak_seen.add(norm)
         weak_count += 1
-        out.append((weak[0], weak[0], norm, True))
+        out.append(weak)
 
     if not ascii_only and has_cjk(text):
         _cjk_grams(text, out, strong_norms, weak_seen)
