@@ -12,7 +12,7 @@ every turn of every session, and tuples are several times cheaper to build than 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Final
 
 import regex
 
@@ -23,13 +23,16 @@ from pipeline.core.normalize import JS_WHITESPACE, normalize_alias
 Candidate = tuple[str, str, str, bool]
 """``(display, query, norm, weak)``: label surface, lookup text, ``normalize_alias(query)``, weak flag."""
 
-DISPLAY, QUERY, NORM, WEAK = 0, 1, 2, 3
+DISPLAY: Final = 0
+QUERY: Final = 1
+NORM: Final = 2
+WEAK: Final = 3
 
-MAX_CANDIDATES = 12
-MAX_WEAK_CANDIDATES = 32
-MAX_CJK_WEAK_CANDIDATES = 24
+MAX_CANDIDATES: Final = 12
+MAX_WEAK_CANDIDATES: Final = 32
+MAX_CJK_WEAK_CANDIDATES: Final = 24
 
-STOPWORDS = frozenset({
+STOPWORDS: Final = frozenset({
     'i', "i'm", "i've", "i'll", 'you', "you're", 'he', 'she', 'it', "it's", 'we', "we're", 'they',
     "they're", 'me', 'him', 'her', 'us', 'them', 'my', 'your', 'his', 'their', 'our', 'mine', 'yours',
     'hers', 'theirs', 'ours', 'this', 'that', 'these', 'those', 'who', 'whom', 'the', 'a', 'an', 'and',
@@ -41,7 +44,7 @@ STOPWORDS = frozenset({
 })
 """HARD stopwords: never an entity on their own (compared lowercased; straight apostrophe only)."""
 
-COMMON_WORDS = frozenset({
+COMMON_WORDS: Final = frozenset({
     'monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday', 'sunday', 'january', 'february',
     'march', 'april', 'may', 'june', 'july', 'august', 'september', 'october', 'november', 'december',
     'today', 'tomorrow', 'yesterday', 'now', 'soon', 'later', 'tonight', 'morning', 'afternoon', 'evening',
@@ -51,23 +54,23 @@ COMMON_WORDS = frozenset({
 })
 """SOFT common words: dropped only when a single token is seen solely at a sentence start."""
 
-_HANDLE_RE = re.compile(r"@([A-Za-z0-9_]{2,})")
-_CAP_TOKEN = r"\p{Lu}[\p{L}0-9'’\-]*(?:\.\p{L}[\p{L}0-9'’\-]*)*"
-_CAP_RUN_RE = regex.compile(f"{_CAP_TOKEN}(?:[{JS_WS}]+{_CAP_TOKEN}){{0,3}}")
-_WS_SPLIT_RE = re.compile(f"[{JS_WS}]+")
-_HAS_WS_RE = re.compile(f"[{JS_WS}]")
-_STARTS_UPPER_RE = regex.compile(r"\p{Lu}")
-_WEAK_TOKEN_RE = regex.compile(r"(?<![\p{L}\p{N}'’@-])\p{Ll}[\p{L}\p{N}'’-]{2,}(?![\p{L}\p{N}'’-])")
-_PURE_NUMBER_RE = re.compile(r"[0-9][0-9.,]*")
+_HANDLE_RE: Final = re.compile(r"@([A-Za-z0-9_]{2,})")
+_CAP_TOKEN: Final = r"\p{Lu}[\p{L}0-9'’\-]*(?:\.\p{L}[\p{L}0-9'’\-]*)*"
+_CAP_RUN_RE: Final = regex.compile(f"{_CAP_TOKEN}(?:[{JS_WS}]+{_CAP_TOKEN}){{0,3}}")
+_WS_SPLIT_RE: Final = re.compile(f"[{JS_WS}]+")
+_HAS_WS_RE: Final = re.compile(f"[{JS_WS}]")
+_STARTS_UPPER_RE: Final = regex.compile(r"\p{Lu}")
+_WEAK_TOKEN_RE: Final = regex.compile(r"(?<![\p{L}\p{N}'’@-])\p{Ll}[\p{L}\p{N}'’-]{2,}(?![\p{L}\p{N}'’-])")
+_PURE_NUMBER_RE: Final = re.compile(r"[0-9][0-9.,]*")
 
 # The same two patterns for ASCII-only text (most turns), where ``\p{Lu}`` is ``[A-Z]``, ``\p{Ll}``
 # ``[a-z]``, ``\p{L}`` ``[A-Za-z]`` and ``\p{N}`` ``[0-9]``: the standard ``re`` engine runs them in
 # about half the time of ``regex``'s Unicode classes, with the same matches (tests/unit/core/test_properties.py).
-_CAP_TOKEN_ASCII = r"[A-Z][A-Za-z0-9'\-]*(?:\.[A-Za-z][A-Za-z0-9'\-]*)*"
-_CAP_RUN_ASCII_RE = re.compile(f"{_CAP_TOKEN_ASCII}(?:[{JS_WS}]+{_CAP_TOKEN_ASCII}){{0,3}}")
-_WEAK_TOKEN_ASCII_RE = re.compile(r"(?<![A-Za-z0-9'@-])[a-z][A-Za-z0-9'-]{2,}(?![A-Za-z0-9'-])")
-_WORDISH_ASCII_RE = re.compile(r"[A-Za-z0-9'@-]+")
-_LOWER_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz")
+_CAP_TOKEN_ASCII: Final = r"[A-Z][A-Za-z0-9'\-]*(?:\.[A-Za-z][A-Za-z0-9'\-]*)*"
+_CAP_RUN_ASCII_RE: Final = re.compile(f"{_CAP_TOKEN_ASCII}(?:[{JS_WS}]+{_CAP_TOKEN_ASCII}){{0,3}}")
+_WEAK_TOKEN_ASCII_RE: Final = re.compile(r"(?<![A-Za-z0-9'@-])[a-z][A-Za-z0-9'-]{2,}(?![A-Za-z0-9'-])")
+_WORDISH_ASCII_RE: Final = re.compile(r"[A-Za-z0-9'@-]+")
+_LOWER_ASCII: Final = frozenset("abcdefghijklmnopqrstuvwxyz")
 
 
 def weak_tokens_ascii(text: str) -> list[str]:
@@ -99,13 +102,13 @@ def weak_tokens_ascii(text: str) -> list[str]:
     return out
 
 
-CJK_CHARS = "\u4e00-\u9fff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af"
+CJK_CHARS: Final = "\u4e00-\u9fff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af"
 """gbrain's CJK ranges: Han, hiragana, katakana, hangul syllables (BMP only)."""
-_CJK_RUN_RE = re.compile(f"[{CJK_CHARS}]+")
-_HIRAGANA_ONLY_RE = re.compile("[\u3040-\u309f]+")
+_CJK_RUN_RE: Final = re.compile(f"[{CJK_CHARS}]+")
+_HIRAGANA_ONLY_RE: Final = re.compile("[\u3040-\u309f]+")
 
-_SENTENCE_END = frozenset(".!?:;\n\r•-([\"“")
-_JS_WS_SET = frozenset(JS_WHITESPACE)
+_SENTENCE_END: Final = frozenset(".!?:;\n\r•-([\"“")
+_JS_WS_SET: Final = frozenset(JS_WHITESPACE)
 
 
 def strip_possessive(text: str) -> str:
@@ -142,13 +145,15 @@ def has_cjk(text: str) -> bool:
 # A strong sighting before filtering: (display, query, norm, filter class). Class 0 keeps it,
 # 1 drops it (single token: too short, a number, a hard stopword), 2 keeps it only if it is ever
 # seen mid-sentence (single-token soft common word). Cached per surface: chat repeats itself.
-_KEEP, _DROP, _KEEP_IF_MID = 0, 1, 2
+_KEEP: Final = 0
+_DROP: Final = 1
+_KEEP_IF_MID: Final = 2
 _Sighting = tuple[str, str, str, int]
-_CACHE_MAX = 100_000
-_surface_cache: dict[str, tuple[_Sighting, _Sighting | None]] = {}
-_handle_cache: dict[str, _Sighting] = {}
-_weak_cache: dict[str, Candidate] = {}
-_NOT_WEAK: Candidate = ("", "", "", True)
+_CACHE_MAX: Final = 100_000
+_surface_cache: Final[dict[str, tuple[_Sighting, _Sighting | None]]] = {}
+_handle_cache: Final[dict[str, _Sighting]] = {}
+_weak_cache: Final[dict[str, Candidate]] = {}
+_NOT_WEAK: Final[Candidate] = ("", "", "", True)
 """What :data:`_weak_cache` holds for a word that is no weak candidate (an empty norm: never one)."""
 
 
@@ -197,10 +202,10 @@ def _bounded(cache: dict[str, Any]) -> dict[str, Any]:
     return cache
 
 
-_TEXT_MEMO_CHARS = 1024
-_text_memo: Memo[str, list[Candidate]] = Memo(8192)
-_LONG_MEMO_CHARS = 16_384
-_long_memo: Memo[str, list[Candidate]] = Memo(256)
+_TEXT_MEMO_CHARS: Final = 1024
+_text_memo: Final[Memo[str, list[Candidate]]] = Memo(8192)
+_LONG_MEMO_CHARS: Final = 16_384
+_long_memo: Final[Memo[str, list[Candidate]]] = Memo(256)
 """Longer texts (pasted logs, long assistant answers) in a memo of their own, few of them: the op is
 called again with a window that still holds the same long turns, and one such turn costs as much to
 extract as dozens of short ones. 256 texts of at most 16,384 characters keep at most 16 MiB alive."""
@@ -280,7 +285,8 @@ def _extract(text: str) -> list[Candidate]:
 
     weak_seen: set[str] = set()
     weak_count = 0
-    for token in weak_tokens_ascii(text) if ascii_only else _WEAK_TOKEN_RE.findall(text):
+    tokens: list[str] = weak_tokens_ascii(text) if ascii_only else _WEAK_TOKEN_RE.findall(text)
+    for token in tokens:
         if weak_count >= MAX_WEAK_CANDIDATES:
             break
         weak = _weak_cache.get(token)

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Final
 
 from pipeline.core.jscompat import is_js_number
 from pipeline.core.normalize import collapse_whitespace, normalize_alias
 from pipeline.core.types import ARM_CONFIDENCE, Pointer, VolunteeredPage, new_page
 from pipeline.core.window import WindowCandidate
 
-DEFAULT_MAX_PAGES = 3
-MAX_PAGES_CAP = 5
-DEFAULT_MIN_CONFIDENCE = 0.7
-SALIENCE_BOOST = 0.05
-DEFAULT_WINDOW_TURNS = 4
-MAX_WINDOW_TURNS = 64
+DEFAULT_MAX_PAGES: Final = 3
+MAX_PAGES_CAP: Final = 5
+DEFAULT_MIN_CONFIDENCE: Final = 0.7
+SALIENCE_BOOST: Final = 0.05
+DEFAULT_WINDOW_TURNS: Final = 4
+MAX_WINDOW_TURNS: Final = 64
 
-_ARM_TEXT = {
+_ARM_TEXT: Final = {
     "alias": "alias match",
     "title": "exact title match",
     "title-surname": "surname match",

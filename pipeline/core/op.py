@@ -21,7 +21,7 @@ from pipeline.core.tally import DecisionTally
 from pipeline.core.types import Pointer, VolunteeredPage
 from pipeline.core.window import WindowCandidate, merge_window, merged_count, parse_window
 
-WINDOW_REQUIRED = "window is required unless stats: true"
+WINDOW_REQUIRED: Final = "window is required unless stats: true"
 
 
 class InvalidParams(ValueError):
@@ -110,8 +110,8 @@ def decide(
     return pages
 
 
-_window_memo: Memo[tuple[object, ...], tuple[tuple[Sequence[Candidate], ...], list[Pointer], dict[str, WindowCandidate]]]
-_window_memo = Memo(8192)
+_window_memo: Final[Memo[tuple[object, ...], tuple[tuple[Sequence[Candidate], ...], list[Pointer],
+                                                   dict[str, WindowCandidate]]]] = Memo(8192)
 """The resolver's answer per window: keyed by the brain, the options the resolver reads and the
 identity of each turn's candidate list (kept alive by the entry, and compared on a hit, so an id is
 never mistaken for a later list's). The lists are shared between turns of the same text (the memo

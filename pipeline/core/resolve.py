@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Final
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import CJK_CHARS, Candidate
@@ -26,11 +27,12 @@ from pipeline.core.pages import Page
 from pipeline.core.types import ARM_CONFIDENCE, Pointer, new_pointer
 from pipeline.core.window import WindowCandidate
 
-RESOLVER_POOL = 10
+RESOLVER_POOL: Final = 10
 """The volunteer path resolves up to 2 x the hard page cap of 5, before the gate."""
 
-_PURE_CJK_RE = re.compile(f"[{CJK_CHARS}]+")
-_CJK_FIRST, _CJK_LAST = "\u3040", "\ud7af"  # cheap pre-check: every CJK range lies in between
+_PURE_CJK_RE: Final = re.compile(f"[{CJK_CHARS}]+")
+_CJK_FIRST: Final = "\u3040"  # cheap pre-check: every CJK range lies between these two
+_CJK_LAST: Final = "\ud7af"
 
 _Push = tuple[Page, str, str]  # (page, arm, matched_norm)
 
@@ -51,12 +53,13 @@ def could_resolve(turns: Sequence[tuple[str, Sequence[Candidate]]], brain: Brain
             info = brain.query_info(query)
             if info[3] or info[4]:
                 return True
-            if _CJK_FIRST <= norm[:1] <= _CJK_LAST and (brain.ids_with_title(norm) or brain.ids_with_slug(norm)):
+            if not norm.isascii() and _CJK_FIRST <= norm[:1] <= _CJK_LAST and (
+                    brain.ids_with_title(norm) or brain.ids_with_slug(norm)):
                 return True
     return False
 
 
-_odd_titles: dict[object, frozenset[str]] = {}
+_odd_titles: Final[dict[object, frozenset[str]]] = {}
 """brain token -> norms of live titles whose lowercase is not already their norm (see below)."""
 
 
@@ -68,8 +71,8 @@ def _plain_title(title: str) -> bool:
             and title[-1:] not in _NOT_LAST)
 
 
-_NOT_FIRST = " \"'`[("  # '' is "in" every string: an empty title is not plain (its norm is '' too)
-_NOT_LAST = " \"'`])"
+_NOT_FIRST: Final = " \"'`[("  # '' is "in" every string: an empty title is not plain (its norm is '' too)
+_NOT_LAST: Final = " \"'`])"
 
 
 def _odd_title_norms(brain: BrainIndex) -> frozenset[str]:
@@ -112,7 +115,8 @@ def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool,
         else:
             info = brain.query_info(query)
             hit = bool(info[3] or info[4]) or (
-                _CJK_FIRST <= norm[:1] <= _CJK_LAST and bool(brain.ids_with_title(norm) or brain.ids_with_slug(norm)))
+                not norm.isascii() and _CJK_FIRST <= norm[:1] <= _CJK_LAST
+                and bool(brain.ids_with_title(norm) or brain.ids_with_slug(norm)))
         if hit:
             live = True
             keep.append(norm)
@@ -123,7 +127,7 @@ def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool,
     return live, relevant
 
 
-_relevance_memo: Memo[int, tuple[Sequence[Candidate], object, bool, frozenset[str]]] = Memo(8192)
+_relevance_memo: Final[Memo[int, tuple[Sequence[Candidate], object, bool, frozenset[str]]]] = Memo(8192)
 """:func:`turn_relevance` per candidate list (by identity: the entry keeps the list alive and a hit
 compares it), for the lists the text memo of :func:`~pipeline.core.extract.extract_candidates`
 hands to every turn of the same text."""

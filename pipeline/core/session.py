@@ -35,12 +35,12 @@ __all__ = [
     "step",
 ]
 
-EMISSIONS_KEPT_TURNS = 64
+EMISSIONS_KEPT_TURNS: Final = 64
 """Emissions are kept for turns within this many turn numbers of the newest (or in the window, if
 longer), so a turn redelivered after a crash re-emits its pages even if the window moved on."""
 
-_STATE_VERSION = 1
-_STATE_VERSION_POINTERS = 2
+_STATE_VERSION: Final = 1
+_STATE_VERSION_POINTERS: Final = 2
 """Written only by a state that holds reflex pointers (key ``p``); version 1 states read as before."""
 
 

@@ -7,7 +7,7 @@ from dataclasses import FrozenInstanceError, dataclass, fields
 from operator import attrgetter
 from typing import Any, Final, NamedTuple
 
-ARM_CONFIDENCE: dict[str, float] = {
+ARM_CONFIDENCE: Final[dict[str, float]] = {
     "alias": 0.9,
     "title": 0.8,
     "title-surname": 0.72,
@@ -16,7 +16,7 @@ ARM_CONFIDENCE: dict[str, float] = {
 }
 """Base confidence per resolution arm; the gate adds the 0.05 salience boost on top."""
 
-ARMS = tuple(ARM_CONFIDENCE)
+ARMS: Final = tuple(ARM_CONFIDENCE)
 
 
 class Pointer(NamedTuple):
@@ -60,13 +60,13 @@ class VolunteeredPage:
         return cls(*[coerce(obj[name]) for name, coerce in _PAGE_COERCE])
 
 
-PAGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(VolunteeredPage))
+PAGE_FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in fields(VolunteeredPage))
 """The names of a page's fields, in the reference's key order."""
 
-_PAGE_GET = attrgetter(*PAGE_FIELDS)
+_PAGE_GET: Final = attrgetter(*PAGE_FIELDS)
 """Reads all fields in one C call (``to_dict`` is on the op's and the hook's answer path)."""
 
-_PAGE_COERCE: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
+_PAGE_COERCE: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = tuple(
     (f.name, float if f.type in (float, "float") else str) for f in fields(VolunteeredPage))
 """Each field with how a decoded JSON value becomes its type (the confidence is the one number)."""
 
@@ -106,7 +106,7 @@ def new_page(slug: str, source_id: str, display: str, confidence: float, arm: st
     return page
 
 
-_new_tuple = tuple.__new__
+_new_tuple: Final = tuple.__new__
 
 
 def new_pointer(display: str, slug: str, source_id: str, synopsis: str, arm: str, confidence: float,

@@ -11,22 +11,22 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from pipeline.core.extract import MAX_CANDIDATES, MAX_WEAK_CANDIDATES, Candidate, extract_candidates
 from pipeline.core.jscompat import JS_LINE_TERMINATORS, JS_WS
 from pipeline.core.normalize import JS_WHITESPACE
 
-TURN_PREFIX_RE = re.compile(
+TURN_PREFIX_RE: Final = re.compile(
     f"([Uu][Ss][Ee][Rr]|[Aa][Ss][Ss][Ii][Ss][Tt][Aa][Nn][Tt])[{JS_WS}]*:[{JS_WS}]?([^{JS_LINE_TERMINATORS}]*)\\Z"
 )
 """``/^(user|assistant)\\s*:\\s?(.*)$/i`` with JS meaning: ASCII-only case folding, ``.`` stops at any
 line terminator, ``$`` is the end of the input. Use with ``.match``."""
 
-ROLES = ("user", "assistant")
+ROLES: Final = ("user", "assistant")
 
 
-_WS_CHARS = frozenset(JS_WHITESPACE)
+_WS_CHARS: Final = frozenset(JS_WHITESPACE)
 
 
 def turn_prefix(line: str) -> tuple[str, str] | None:
@@ -147,9 +147,15 @@ class WindowCandidate(NamedTuple):
         return out
 
 
-_new_candidate = tuple.__new__
+_new_candidate: Final = tuple.__new__
 # Accumulator slots while merging (a list per norm, turned into a WindowCandidate at the end).
-_DISPLAY, _WEAK, _OCC, _NEWEST, _USER, _LAST = 0, 3, 4, 5, 6, 7
+_DISPLAY: Final = 0
+_WEAK: Final = 3
+_OCC: Final = 4
+_NEWEST: Final = 5
+_USER: Final = 6
+_LAST: Final = 7
+_ORDER: Final = 8
 
 
 def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
@@ -209,7 +215,7 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
     for e in acc.values():
         occ = e[_OCC]
         weight = (e[_LAST] + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0)
-        (weak_ones if e[_WEAK] else strong).append((-weight, e[8], e))
+        (weak_ones if e[_WEAK] else strong).append((-weight, e[_ORDER], e))
     strong.sort()
     out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]]
     if weak_ones:
