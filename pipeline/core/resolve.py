@@ -105,26 +105,60 @@ def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool,
     memo = _relevance_memo.get(id(cands))
     if memo is not None and memo[0] is cands and memo[1] is brain.token:
         return memo[2], memo[3]
-    alias = brain.alias_index
-    odd = _odd_title_norms(brain)
+    codes = _candidate_codes(brain)
     live = False
     keep: list[str] = []
     for _display, query, norm, _weak in cands:
-        if norm in alias:
-            hit = True
+        known = codes.get(query)
+        if known is not None and known[0] == norm:
+            code = known[1]
         else:
-            info = brain.query_info(query)
-            hit = bool(info[3] or info[4]) or (
-                not norm.isascii() and _CJK_FIRST <= norm[:1] <= _CJK_LAST
-                and bool(brain.ids_with_title(norm) or brain.ids_with_slug(norm)))
-        if hit:
+            code = _candidate_code(query, norm, brain)
+            if len(codes) >= _CODES_MAX:
+                codes.clear()
+            codes[query] = (norm, code)
+        if code == _HIT:
             live = True
             keep.append(norm)
-        elif norm in odd or brain.ids_with_title(norm):
+        elif code == _LABEL:
             keep.append(norm)
     relevant = frozenset(keep)
     _relevance_memo.put(id(cands), (cands, brain.token, live, relevant))
     return live, relevant
+
+
+_NONE: Final = 0
+_LABEL: Final = 1
+_HIT: Final = 2
+_CODES_MAX: Final = 200_000
+_codes: Final[dict[object, dict[str, tuple[str, int]]]] = {}
+"""brain token -> query -> ``(norm, code)`` of :func:`_candidate_code` (two brains kept, like
+:data:`_odd_titles`): the same words come back turn after turn, and the code depends on the brain,
+the query and the norm only (the norm is stored and compared, so a candidate whose norm is not the
+query's own never takes another's code)."""
+
+
+def _candidate_codes(brain: BrainIndex) -> dict[str, tuple[str, int]]:
+    codes = _codes.get(brain.token)
+    if codes is None:
+        if len(_codes) >= 2:
+            _codes.clear()
+        codes = _codes[brain.token] = {}
+    return codes
+
+
+def _candidate_code(query: str, norm: str, brain: BrainIndex) -> int:
+    """One candidate in :func:`turn_relevance`: ``_HIT`` (something to resolve to), ``_LABEL`` (names a
+    page title: may label a pointer) or ``_NONE``."""
+    if norm in brain.alias_index:
+        return _HIT
+    info = brain.query_info(query)
+    if info[3] or info[4] or (not norm.isascii() and _CJK_FIRST <= norm[:1] <= _CJK_LAST
+                              and (brain.ids_with_title(norm) or brain.ids_with_slug(norm))):
+        return _HIT
+    if norm in _odd_title_norms(brain) or brain.ids_with_title(norm):
+        return _LABEL
+    return _NONE
 
 
 _relevance_memo: Final[Memo[int, tuple[Sequence[Candidate], object, bool, frozenset[str]]]] = Memo(8192)

@@ -213,8 +213,9 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
     strong: list[tuple[float, int, list[Any]]] = []
     weak_ones: list[tuple[float, int, list[Any]]] = []
     for e in acc.values():
-        occ = e[_OCC]
-        weight = (e[_LAST] + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0)
+        occ: int = e[_OCC]  # typed locals: the compiled core does this arithmetic on C ints and doubles
+        last: int = e[_LAST]
+        weight: float = (last + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0)
         (weak_ones if e[_WEAK] else strong).append((-weight, e[_ORDER], e))
     strong.sort()
     out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]]
