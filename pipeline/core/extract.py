@@ -251,7 +251,9 @@ def _extract(text: str) -> list[Candidate]:
                     entry[1] = True
 
     ascii_only = text.isascii()
-    for m in (_CAP_RUN_ASCII_RE if ascii_only else _CAP_RUN_RE).finditer(text):
+    # An ASCII text with no capital (``islower``: cased characters, all lowercase) has no run: skip the scan.
+    runs = () if ascii_only and text.islower() else (_CAP_RUN_ASCII_RE if ascii_only else _CAP_RUN_RE).finditer(text)
+    for m in runs:
         surface = m.group(0)
         info = _surface_cache.get(surface)
         if info is None:

@@ -69,13 +69,17 @@ def decide(
             tally.record(merged_count(turns), (), exclude_slugs, ())
         return []
     if tally is None:  # a tally counts the merge, so it always runs it
-        key = (brain.token, prior_context, lexical_arms, tuple(source_ids), tuple([(role, id(cands)) for role, cands in turns]))
-        hit = _window_memo.get(key)
-        if hit is not None and all(a is b for a, (_role, b) in zip(hit[0], turns, strict=True)):
-            pointers, by_norm = hit[1], hit[2]
-        else:
+        if _window_memo.rest_one():  # resting: a key would be built for nothing
             pointers, by_norm = _resolve_window(turns, brain, source_ids, prior_context, lexical_arms, keep)
-            _window_memo.put(key, (tuple([cands for _role, cands in turns]), pointers, by_norm))
+        else:
+            key = (brain.token, prior_context, lexical_arms, tuple(source_ids),
+                   tuple([(role, id(cands)) for role, cands in turns]))
+            hit = _window_memo.get(key)
+            if hit is not None and all(a is b for a, (_role, b) in zip(hit[0], turns, strict=True)):
+                pointers, by_norm = hit[1], hit[2]
+            else:
+                pointers, by_norm = _resolve_window(turns, brain, source_ids, prior_context, lexical_arms, keep)
+                _window_memo.put(key, (tuple([cands for _role, cands in turns]), pointers, by_norm))
         if not pointers:
             return []
         return gate(pointers, by_norm, window_size=len(turns), max_pages=max_pages, min_confidence=min_confidence,

@@ -123,7 +123,8 @@ def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool,
         elif code == _LABEL:
             keep.append(norm)
     relevant = frozenset(keep)
-    _relevance_memo.put(id(cands), (cands, brain.token, live, relevant))
+    if not _relevance_memo.rest_one():  # resting, the entry would be dropped: not even built
+        _relevance_memo.put(id(cands), (cands, brain.token, live, relevant))
     return live, relevant
 
 
@@ -255,12 +256,12 @@ def resolve_with_index(
     if row_ids:
         in_scope = frozenset(scope)
         by_id = brain.pages_by_id
-        rows = [page for page in map(by_id.__getitem__, sorted(row_ids)) if page.source_id in in_scope]
+        rows = [page for page in [by_id[i] for i in sorted(row_ids)] if page.source_id in in_scope]
         surname_hits: dict[str, list[Page]] = {}
         surname_coverage: dict[str, int] = {}
         for page in rows:
             title_lc = page.title.lower()
-            token = _surname_of(page, title_lc, surname_to_norm)
+            token = _surname_of(page, title_lc, surname_to_norm) if surname_to_norm else None
             if token is not None:
                 surname_coverage[token] = surname_coverage.get(token, 0) + 1
             title_norm = titles_lc.get(title_lc)
