@@ -1,7 +1,7 @@
 """The embedded broker's CPU per empty Fetch, by the number of partitions a Fetch names and its wait.
 
-An idle worker's consumer sends one Fetch after another (each answered after about half its max
-wait, quirk 4 in docs/streaming.md), and at low rates most of them find nothing, so what one
+An idle worker's consumer sends one Fetch after another (an empty one is answered when its max
+wait ends, quirk 4 in docs/streaming.md), and at low rates most of them find nothing, so what one
 empty Fetch costs the broker is most of the pipeline's fixed CPU. This bench measures it alone:
 one aiokafka consumer assigned ``N`` empty partitions, fetching for a few seconds per case; the
 broker's CPU seconds (``/proc``) are divided by the Fetch requests it answered (counted at the
@@ -9,6 +9,11 @@ consumer's connection). Nothing else talks to that broker.
 
     .venv/bin/python -m bench.fetch_cost_bench                       # 1, 8, 16, 25, 33, 41 partitions
     .venv/bin/python -m bench.fetch_cost_bench --partitions 25,41 --waits 20,40 --seconds 4
+    .venv/bin/python -m bench.fetch_cost_bench --partitions 25,33 --grow-to 160   # the worker's growing wait
+
+``--grow-to MS`` gives the consumer the worker's growing fetch wait (pipeline.compat.fetch_wait:
+doubling on empty fetches from the wait of the case up to MS), so a case shows what an idle
+worker's Fetch rate and broker CPU come to with it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.conn import AIOKafkaConnection
 
 from bench.common import cpu_seconds
+from pipeline.compat import fetch_wait
 from pipeline.embedded.tansu import EmbeddedBroker
 
 _fetches = [0]
@@ -41,9 +47,10 @@ def _count_fetches() -> None:
     AIOKafkaConnection.send = send
 
 
-async def one_case(broker: EmbeddedBroker, partitions: int, wait_ms: int, seconds: float) -> tuple[float, float]:
+async def one_case(broker: EmbeddedBroker, partitions: int, wait_ms: int, seconds: float,
+                   grow_to: int = 0) -> tuple[float, float]:
     """(Fetch requests per second, broker CPU milliseconds per Fetch) for one case."""
-    topic = f"fetch-cost-{partitions}-{wait_ms}"
+    topic = f"fetch-cost-{partitions}-{wait_ms}-{grow_to}"
     admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
     await admin.start()
     try:
@@ -59,6 +66,8 @@ async def one_case(broker: EmbeddedBroker, partitions: int, wait_ms: int, second
         for tp in tps:
             consumer.seek(tp, 0)
         await consumer.getmany(timeout_ms=500)  # connections and positions settle first
+        if grow_to:
+            fetch_wait.attach(consumer._fetcher, grow_to)
         fetches, cpu, began = _fetches[0], cpu_seconds(broker.pid), time.monotonic()
         while time.monotonic() - began < seconds:
             await consumer.getmany(timeout_ms=200)
@@ -69,13 +78,14 @@ async def one_case(broker: EmbeddedBroker, partitions: int, wait_ms: int, second
         await consumer.stop()
 
 
-async def run(partitions: list[int], waits: list[int], seconds: float) -> None:
+async def run(partitions: list[int], waits: list[int], seconds: float, grow_to: int = 0) -> None:
     _count_fetches()
     with EmbeddedBroker() as broker:
         for wait_ms in waits:
             for count in partitions:
-                rate, ms = await one_case(broker, count, wait_ms, seconds)
-                print(f"{count:3d} partitions, max wait {wait_ms} ms: {rate:5.1f} Fetch/s, broker {ms:.2f} ms CPU "
+                rate, ms = await one_case(broker, count, wait_ms, seconds, grow_to)
+                grown = f", growing to {grow_to}" if grow_to else ""
+                print(f"{count:3d} partitions, max wait {wait_ms} ms{grown}: {rate:5.1f} Fetch/s, broker {ms:.2f} ms CPU "
                       f"per Fetch ({rate * ms / 1000:.3f} core)  [load {os.getloadavg()[0]:.1f}]", flush=True)
 
 
@@ -84,9 +94,11 @@ def main() -> None:
     parser.add_argument("--partitions", default="1,8,16,25,33,41", help="partition counts (comma-separated)")
     parser.add_argument("--waits", default="20", help="fetch max waits in ms (comma-separated)")
     parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per case")
+    parser.add_argument("--grow-to", type=int, default=0, metavar="MS",
+                        help="double the wait on empty fetches up to MS (the worker's fetch_wait_max_ms; 0: fixed)")
     args = parser.parse_args()
     asyncio.run(run([int(x) for x in args.partitions.split(",")], [int(x) for x in args.waits.split(",")],
-                    args.seconds))
+                    args.seconds, args.grow_to))
 
 
 if __name__ == "__main__":

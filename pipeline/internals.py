@@ -21,7 +21,7 @@ would bring back the data loss a patch exists to prevent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import AsyncIterator, Callable, Mapping, MutableMapping, Sequence
 from importlib import metadata
 from typing import Any, Protocol
 
@@ -66,6 +66,18 @@ def require(patch: str, target: object, *names: str, methods: tuple[str, ...] = 
                           f"({installed_versions()}; written for the versions pinned in pyproject.toml)")
 
 
+class DirectFeed(Protocol):
+    """A topic's records in batches, past Faust's per-record path (:mod:`pipeline.compat.direct_delivery`)."""
+
+    def __aiter__(self) -> AsyncIterator[list[Any]]:
+        """Batches of Faust messages (``key``, ``value``, ``partition``, ``offset``), each as soon as one is queued."""
+        ...
+
+    async def ack(self, batch: Sequence[Any]) -> None:
+        """Acknowledge a batch taken from the feed."""
+        ...
+
+
 class Internals(Protocol):
     """The Faust / aiokafka internals the shell reads (implemented by :mod:`pipeline.compat.faust_internals`)."""
 
@@ -99,6 +111,10 @@ class Internals(Protocol):
 
     def newest_fetch_ms(self, consumer: Any) -> int | None:
         """Wall-clock ms of the newest Fetch answer for any partition the Faust consumer owns (None: none yet)."""
+        ...
+
+    def direct_feed(self, app: Any, topic: Any, max_batch: int) -> DirectFeed:
+        """Register the one reader of ``topic``'s records, handed over in batches of up to ``max_batch``."""
         ...
 
 

@@ -107,10 +107,19 @@ class Settings(BaseModel):
         5.0, ge=0, le=1000,
         description="Pause after a fetch that delivered records, so the next collects more: fewer, larger "
                     "broker requests under load (0 = fetch again at once).")
+    fetch_wait_max_ms: int = Field(
+        160, ge=0, le=1000,
+        description="Embedded broker only: the fetch wait doubles after each fetch that found no records, up to "
+                    "this, and is back at 20 ms once one finds records (fewer requests while idle; the first "
+                    "record after a silence may wait up to it). 0 or 20 = a fixed 20 ms wait.")
     consumer_in_loop: bool = Field(
         False, description="Run the worker's Kafka consumer on the worker's event loop, not in Faust's consumer "
                            "thread (no cross-thread hand-off per fetch and commit): less CPU per turn on a loaded "
                            "machine, no difference measured on a quiet one (docs/performance.md, goal 2).")
+    direct_delivery: bool = Field(
+        True, description="The window and sink agents take their records a fetch at a time straight from the "
+                          "consumer, without Faust's per-record conductor, event and stream (less CPU per turn; "
+                          "docs/performance.md, goal 2). Off: through Faust's stream, as before.")
     hook_fast_lane: bool = Field(
         True, description="The hook endpoint decides and saves a hook's turns itself when they are the next records "
                           "of their partition, instead of waiting for the window agent's fetch (docs/hooks.md, Speed).")

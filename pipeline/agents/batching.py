@@ -29,6 +29,9 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from pipeline.agents.batch_types import InRecord, in_records
+from pipeline.internals import DirectFeed
+
 SETTLE_S = 0.05
 """Longest wait for the next queued record while a batch is open, on a stream without flow
 control (only a cleared queue waits)."""
@@ -146,9 +149,31 @@ class AdaptiveBatches:
                 with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
                     await upcoming
 
+    def records(self, events: Sequence[Any]) -> list[InRecord]:
+        return in_records(events)
+
     async def ack(self, events: Sequence[Any]) -> None:
         for event in events:
             await self.stream.ack(event)
+
+
+class DirectBatches:
+    """The batches of a topic's direct feed (``settings.direct_delivery``): Faust's messages, handed
+    over a fetch at a time without an event, a stream or the conductor per record
+    (:mod:`pipeline.compat.direct_delivery`, reached through :func:`pipeline.internals.internals`).
+    Batches leave as :class:`AdaptiveBatches` ones do: whatever is queued, up to the maximum, at once."""
+
+    def __init__(self, feed: DirectFeed) -> None:
+        self.feed = feed
+
+    def __aiter__(self) -> AsyncIterator[list[Any]]:
+        return self.feed.__aiter__()
+
+    def records(self, batch: Sequence[Any]) -> list[InRecord]:
+        return [InRecord(msg.key, msg.value, msg.partition, msg.offset) for msg in batch]
+
+    async def ack(self, batch: Sequence[Any]) -> None:
+        await self.feed.ack(batch)
 
 
 class TimedBatches:
@@ -166,6 +191,9 @@ class TimedBatches:
     def __aiter__(self) -> AsyncIterator[list[Any]]:
         batches: AsyncIterator[list[Any]] = self.stream.noack_take(self.max_size, within=self.within).__aiter__()
         return batches
+
+    def records(self, events: Sequence[Any]) -> list[InRecord]:
+        return in_records(events)
 
     async def ack(self, events: Sequence[Any]) -> None:
         for event in events:

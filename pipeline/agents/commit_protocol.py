@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from pipeline.agents.batch_types import BatchOutput, InRecord, OpensResult, SinkResult, in_records
+from pipeline.agents.batch_types import BatchOutput, InRecord, OpensResult, SinkResult
 from pipeline.agents.context import AgentContext
 from pipeline.agents.page_open_writer import OpenWriter
 from pipeline.agents.publishing import now_ms, publish_all, publish_retrying
@@ -65,7 +65,9 @@ log = logging.getLogger(__name__)
 
 
 class Acknowledger(Protocol):
-    """What a batch iterator offers to acknowledge its batches (:mod:`pipeline.agents.batching`)."""
+    """What a batch iterator offers to read and acknowledge its batches (:mod:`pipeline.agents.batching`)."""
+
+    def records(self, events: Sequence[Any]) -> list[InRecord]: ...
 
     async def ack(self, events: Sequence[Any]) -> None: ...
 
@@ -100,7 +102,7 @@ class WindowCommit:
         self.ctx = ctx
 
     async def commit(self, events: Sequence[Any], batches: Acknowledger) -> bool:
-        records = in_records(events)
+        records = batches.records(events)
         # The hook endpoint's fast lane may be committing records of these partitions itself
         # (agents/fastlane.py): wait for it, then decide from the states it saved.
         lane, generation = self.ctx.lane, self.ctx.app.rebalancing_count
@@ -241,7 +243,7 @@ class WriteCommit(Generic[R]):
         self.writer = writer
 
     async def commit(self, events: Sequence[Any], batches: Acknowledger) -> bool:
-        records = in_records(events)
+        records = batches.records(events)
         result = await self.write(records)
         if result is None:
             return False

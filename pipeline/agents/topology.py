@@ -17,11 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pipeline.agents.batching import AdaptiveBatches, TimedBatches
+from pipeline.agents.batching import AdaptiveBatches, DirectBatches, TimedBatches
 from pipeline.agents.commit_protocol import Commit, PageOpensCommit, SinkCommit, WindowCommit
 from pipeline.agents.page_open_writer import PAGE_OPENS_BATCH_MAX
 from pipeline.agents.session_table import SESSION_TABLE
 from pipeline.agents.window_batch import WINDOW_BATCH_MAX
+from pipeline.internals import internals
 from pipeline.settings import Settings
 
 
@@ -30,7 +31,9 @@ class Batching:
     """How an agent cuts its stream into batches.
 
     ``adaptive``: whatever is queued, up to ``max_records``, leaving as soon as the queue is empty
-    (:class:`pipeline.agents.batching.AdaptiveBatches`); ``timed``: up to ``max_records`` or what
+    (:class:`pipeline.agents.batching.AdaptiveBatches` over the Faust stream, or, with
+    ``direct_delivery`` on, :class:`pipeline.agents.batching.DirectBatches` over the topic's direct
+    feed); ``timed``: up to ``max_records`` or what
     arrived within ``within`` seconds (:class:`pipeline.agents.batching.TimedBatches`).
     ``max_records`` and ``within`` are a number or the name of the ``Settings`` field holding it.
     """
@@ -50,6 +53,13 @@ class Batching:
         if self.within is None:
             raise ValueError("timed batching needs `within`")
         return TimedBatches(stream, self.size(settings), float(getattr(settings, self.within)))
+
+    def direct(self, app: Any, topic: Any, settings: Settings) -> DirectBatches | None:
+        """The batches of ``topic``'s direct feed, registered now (before the consumer fetches), for
+        an adaptive agent when ``settings.direct_delivery`` is on; None: read the Faust stream."""
+        if self.mode != "adaptive" or not settings.direct_delivery:
+            return None
+        return DirectBatches(internals().direct_feed(app, topic, self.size(settings)))
 
     def describe(self) -> str:
         size = str(self.max_records) if isinstance(self.max_records, int) else f"`{self.max_records}`"

@@ -26,16 +26,18 @@ def register_agent(ctx: AgentContext, spec: AgentSpec) -> None:
     """One Faust agent: batches of ``spec.input``, each committed by ``spec.commit``; the agent
     returns when a commit reports the worker stopping with nothing acknowledged."""
     commit = spec.commit(ctx)
+    topic = ctx.topics[spec.input]
+    direct = spec.batching.direct(ctx.app, topic, ctx.settings)  # registered before anything is fetched
 
     async def agent(stream: Any) -> None:
-        batches = spec.batching.open(stream, ctx.settings)
+        batches = direct if direct is not None else spec.batching.open(stream, ctx.settings)
         async for events in batches:
             if not await commit.commit(events, batches):
                 return
 
     # Faust labels an agent (logs, crash reports) by its function's qualified name: one per agent
     agent.__name__ = agent.__qualname__ = spec.name.replace("-", "_")
-    ctx.app.agent(ctx.topics[spec.input], name=spec.name)(agent)
+    ctx.app.agent(topic, name=spec.name)(agent)
 
 
 def register_ready_log(ctx: AgentContext) -> None:

@@ -15,10 +15,17 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
 3. :mod:`.recovery_order`: no record delivered while Faust finishes a table recovery (faust #596).
 4. :mod:`.recovery_retry`: a table recovery whose broker step timed out starts again instead of
    ending for good (the worker then never resumed its streams).
-5. :mod:`.inloop_consumer`: the aiokafka consumer runs on the worker's loop, not in Faust's consumer
+5. :mod:`.changelog_pause`: aiokafka pauses the changelog partitions Faust has paused, so the
+   worker's Fetch names only the partitions Faust reads.
+6. :mod:`.fetch_wait`: on the embedded broker, a fetch wait that grows while fetches come back
+   empty, up to the setting ``fetch_wait_max_ms`` (0: the fixed wait).
+7. :mod:`.inloop_consumer`: the aiokafka consumer runs on the worker's loop, not in Faust's consumer
    thread (setting ``consumer_in_loop``, off by default).
-6. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3.
-7. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
+8. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3. Its loop
+   also feeds :mod:`.direct_delivery`: the window and sink agents' topics skip Faust's conductor,
+   events and streams (setting ``direct_delivery``; the feeds are registered while the agents are
+   wired, through the port's ``direct_feed``).
+9. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
    producer's batch path, the memory store's key partitions, the table store and consumer without
    creating them), served through the port :func:`pipeline.internals.internals`.
 
@@ -32,8 +39,10 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.compat import (
+    changelog_pause,
     fastdrain,
     faust_internals,
+    fetch_wait,
     inloop_consumer,
     recovery_order,
     recovery_retry,
@@ -54,6 +63,9 @@ def install(app: Any, settings: Settings) -> None:
     tansu_transport.check_app(app)  # refuses exactly-once on a tansu:// app, whatever built it
     recovery_order.install()
     recovery_retry.install()
+    changelog_pause.install()
+    if settings.broker_is_embedded and settings.fetch_wait_max_ms:
+        fetch_wait.install(app, settings.fetch_wait_max_ms)
     if settings.consumer_in_loop:
         inloop_consumer.install(app)
     fastdrain.install(app, pause_s=settings.fetch_pause_ms / 1000)

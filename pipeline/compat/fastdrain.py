@@ -16,7 +16,9 @@ blocked delivery; after a delivery that waited for room in a full stream queue, 
 (also raced against ``suspend_flow``) until that queue is down to 40 % (:func:`queues_drained`),
 so a backlog does not send every record through the slow path. Read offsets, gaps,
 ``commit_every`` and the yield every 100 records are unchanged. Records now reach the queues a
-fetch at a time, so batches grow with the load.
+fetch at a time, so batches grow with the load. Records of a topic with a direct feed
+(:mod:`pipeline.compat.direct_delivery`: the window and sink agents' inputs) skip the conductor and
+the stream altogether and go into the feed, under the same flow checks.
 
 It needs :mod:`pipeline.compat.recovery_order`. Delivering a whole fetch at once widened Faust's
 end-of-recovery race (faust-streaming #596: records queued between the resume of the stream
@@ -54,7 +56,7 @@ from typing import Any
 from faust.transport import consumer as faust_consumer
 from mode.utils.queues import FlowControlEvent, ThrowableQueue
 
-from pipeline.compat import recovery_order
+from pipeline.compat import direct_delivery, recovery_order
 from pipeline.internals import CompatError, installed_versions, require
 
 PATCH = "fastdrain"
@@ -65,7 +67,7 @@ CLASS_PARTS = ("_add_gap", "getmany", "wait_first", "commit", "sleep", "_drain_m
 """Methods of Faust's ``Consumer`` class the loop calls (or replaces), checked at install."""
 
 INSTANCE_PARTS = ("_read_offset", "suspend_flow", "_commit_every", "diag", "callback", "_stopped",
-                  "consumer_stopped_errors", "_n_acked", "app", "transport")
+                  "consumer_stopped_errors", "_n_acked", "app", "transport", "unacked")
 """Attributes a Faust consumer sets in its constructor, checked on the consumer the app creates."""
 
 
@@ -158,6 +160,8 @@ async def drain_messages(self: Any, fetcher: Any) -> None:
     acks_enabled_for = self.app.topics.acks_enabled_for
     suspend_flow = self.suspend_flow
     flow_suspended = suspend_flow.is_set
+    streams_active = self.app.flow_control.is_active
+    feeds = direct_delivery.feeds(self.app)  # the batch agents' topics (compat/direct_delivery.py)
 
     yield_every = 100
     num_since_yield = 0
@@ -188,7 +192,13 @@ async def drain_messages(self: Any, fetcher: Any) -> None:
                             await self.commit()
                         # With the flow suspended the record is dropped, as when wait_first's flow
                         # event won: it is fetched again after the rebalance's seek.
-                        if not flow_suspended():
+                        feed = feeds.get(message.topic) if feeds else None
+                        if feed is not None:
+                            # Faust's stream queues take nothing while its flow control is suspended
+                            # either: the record is fetched again after the seek that ends it.
+                            if not flow_suspended() and streams_active() and feed.put(message):
+                                await self.wait_first(feed.room(), suspend_flow.wait())
+                        elif not flow_suspended():
                             coro = callback(message)
                             blocked = run_inline(coro)
                             if blocked is not None:
@@ -222,6 +232,7 @@ def patch_consumer(consumer: Any, pause_s: float = 0.0) -> None:
     delivered records; :class:`CompatError` if the consumer or its app's conductor lacks a part."""
     require(PATCH, consumer, *INSTANCE_PARTS, methods=CLASS_PARTS)
     require(PATCH, consumer.app.topics, "_tp_index")  # the conductor queues_drained reads
+    require(PATCH, consumer.app.flow_control, methods=("is_active",))
     setattr(consumer, PAUSE_ATTR, pause_s)
     consumer._drain_messages = types.MethodType(drain_messages, consumer)
 
@@ -253,3 +264,4 @@ def install(app: Any, pause_s: float = 0.0) -> None:
         return consumer
 
     app._new_consumer = _new_consumer
+    direct_delivery.enable(app)  # this loop is what hands records to the direct feeds

@@ -14,6 +14,7 @@ port. The instance-level parts are checked where they are read, with the same gu
   consumer's committed offsets (``Consumer._committed_offset``);
 - readiness (:mod:`pipeline.agents.health`): when the consumer last had a Fetch answer, from the
   aiokafka consumer on Faust's consumer thread (``Consumer._thread._consumer``).
+- the window and sink agents' batches: a topic's direct feed (:mod:`pipeline.compat.direct_delivery`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from faust.tables.base import Collection
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from pipeline import internals
+from pipeline.compat import direct_delivery
 from pipeline.internals import require
 
 PATCH = "faust-internals"
@@ -82,6 +84,10 @@ class FaustInternals:
             return None
         stamps = [client.last_poll_timestamp(tp) for tp in client.assignment()]
         return max((int(s) for s in stamps if s), default=None)
+
+
+    def direct_feed(self, app: Any, topic: Any, max_batch: int) -> internals.DirectFeed:
+        return direct_delivery.feed(app, topic, max_batch)
 
 
 def install() -> None:

@@ -77,6 +77,10 @@ class _WindowTurn:
     """Whether one of ``candidates`` has something in ``checked`` to resolve to (``could_resolve``)."""
     relevant: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
     """The norms of ``candidates`` that can matter to a decision against ``checked`` (``turn_relevance``)."""
+    encoded: Any = field(default=None, compare=False, repr=False)
+    """This turn's part of :meth:`SessionState.to_bytes`, once written (an ``orjson.Fragment``). A
+    window turn never changes once appended, and a worker saves a session's state after every
+    batch, so each turn is encoded once instead of at every save of its window."""
 
 
 @dataclass(slots=True)
@@ -100,15 +104,7 @@ class SessionState:
         if self.last_activity_ms is not None:
             out["a"] = self.last_activity_ms
         if self.window:
-            out["w"] = [
-                [
-                    wt.turn,
-                    0 if wt.role == "user" else 1,
-                    [_enc_cand(c) for c in wt.candidates if not c[3]],
-                    [_enc_cand(c) for c in wt.candidates if c[3]],
-                ]
-                for wt in self.window
-            ]
+            out["w"] = [wt.encoded if wt.encoded is not None else _enc_turn(wt) for wt in self.window]
         if self.surfaced:
             out["s"] = self.surfaced
         if self.emissions:
@@ -155,6 +151,18 @@ def _dec_emitted(raw: Any) -> dict[int, list[VolunteeredPage]]:
         int(turn): [VolunteeredPage(s, src, d, float(c), a, r, syn) for s, src, d, c, a, r, syn in pages]
         for turn, pages in raw.items()
     }
+
+
+def _enc_turn(wt: _WindowTurn) -> Any:
+    """``[turn, role, strong candidates, weak candidates]`` as JSON, kept on the turn (``encoded``)."""
+    encoded = orjson.Fragment(orjson.dumps([
+        wt.turn,
+        0 if wt.role == "user" else 1,
+        [_enc_cand(c) for c in wt.candidates if not c[3]],
+        [_enc_cand(c) for c in wt.candidates if c[3]],
+    ]))
+    wt.encoded = encoded
+    return encoded
 
 
 def _enc_cand(c: Candidate) -> str | list[str]:
@@ -223,6 +231,7 @@ def _window_turn(turn: int, role: str, candidates: list[Candidate]) -> _WindowTu
     wt.checked = None
     wt.live = False
     wt.relevant = frozenset()
+    wt.encoded = None
     return wt
 
 

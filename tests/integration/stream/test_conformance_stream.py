@@ -23,8 +23,10 @@ from topics.records import event_id_for
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.parametrize("direct", ["true", "false"], ids=["direct-feeds", "faust-streams"])
 def test_all_default_flag_watch_sessions_match_the_reference(pipeline_settings: Settings,
-                                                             start_worker: WorkerFactory) -> None:
+                                                             start_worker: WorkerFactory, direct: str) -> None:
+    """Both ways into the agents (settings.direct_delivery): the direct feeds, and Faust's streams."""
     settings = pipeline_settings
     sessions = conformance_sessions()
     expected = expected_events(sessions)
@@ -32,7 +34,7 @@ def test_all_default_flag_watch_sessions_match_the_reference(pipeline_settings: 
     assert len(sessions) == 225 and total == 344  # the whole default-flag part of the corpus
 
     run(produce_turns(settings, interleave(sessions)))
-    worker = start_worker("--brain", str(CONFORMANCE_BRAIN))
+    worker = start_worker("--brain", str(CONFORMANCE_BRAIN), VOLUNTEER_DIRECT_DELIVERY=direct)
 
     events = volunteered_on_topic(settings, total)
     assert distinct_by_session(events) == {sid: evs for sid, evs in expected.items() if evs}

@@ -16,7 +16,14 @@ from typing import Any
 
 from aiokafka import errors as kafka_errors
 
-from pipeline.agents.batch_types import BatchOutput, InRecord, OpensResult, SinkResult, WriteOutcome
+from pipeline.agents.batch_types import (
+    BatchOutput,
+    InRecord,
+    OpensResult,
+    SinkResult,
+    WriteOutcome,
+    in_records,
+)
 from pipeline.agents.commit_protocol import PageOpensCommit, SinkCommit, WindowCommit
 from pipeline.agents.context import Counters
 from pipeline.agents.fastlane import FastLane
@@ -50,6 +57,9 @@ class Batches:
     def __init__(self, log: Log) -> None:
         self.log = log
         self.acked: list[Any] = []
+
+    def records(self, events: Sequence[Any]) -> list[InRecord]:
+        return in_records(events)
 
     async def ack(self, events: Sequence[Any]) -> None:
         await asyncio.sleep(0)
