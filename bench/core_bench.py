@@ -69,8 +69,9 @@ def clear_text_caches(brain: BrainIndex | None = None) -> None:
     from pipeline.core import resolve as resolve_mod
 
     for cache in (extract_mod._surface_cache, extract_mod._handle_cache, extract_mod._weak_cache,
-                  extract_mod._text_memo, op_mod._window_memo, resolve_mod._relevance_memo):
+                  extract_mod._text_memo, extract_mod._long_memo, op_mod._window_memo, resolve_mod._relevance_memo):
         cache.clear()
+    resolve_mod._codes.clear()
     if brain is not None:
         brain._query_cache.clear()
         brain._synopsis.clear()
@@ -325,8 +326,8 @@ def each_page(pages: list[Page]) -> Callable[[], None]:
     return run
 
 
-def op_rates(brain: BrainIndex) -> tuple[int, int, float, float]:
-    """``volunteer_context`` over the conformance op windows: (calls, window turns, cold s, steady s)."""
+def op_runner(brain: BrainIndex) -> Callable[[], int]:
+    """One pass of ``volunteer_context`` over the conformance op windows; returns its window turns."""
     cases = [json.loads(line) for line in (CONFORMANCE / "cases-op.jsonl").read_text(encoding="utf-8").splitlines()]
     cases = [c for c in cases if isinstance(c["window"], str) and c["window"].strip()]
 
@@ -341,6 +342,14 @@ def op_rates(brain: BrainIndex) -> tuple[int, int, float, float]:
             turns += r["window_turns"]
         return turns
 
+    return run
+
+
+def op_rates(brain: BrainIndex) -> tuple[int, int, float, float]:
+    """``volunteer_context`` over the conformance op windows: (calls, window turns, cold s, steady s)."""
+    cases = [line for line in (CONFORMANCE / "cases-op.jsonl").read_text(encoding="utf-8").splitlines()
+             if isinstance((window := json.loads(line)["window"]), str) and window.strip()]
+    run = op_runner(brain)
     clear_text_caches(brain)
     turns = run()
     clear_text_caches(brain)
@@ -423,11 +432,42 @@ def synthetic_sessions(names: list[str], count: int, seed: int = 11) -> list[Ses
     return sessions
 
 
+def counted_pass(what: str, pages_n: int, sessions_n: int) -> int:
+    """Set up, warm up, then run one pass inside ``operator.call``, so that
+    ``valgrind --tool=callgrind --toggle-collect=_operator_call`` counts the instructions of that pass
+    alone (the set-up runs uncounted). ``what``: ``replay`` (the synthetic brain, steady: two passes
+    before), ``op-warm`` (the op windows, twice before) or ``op-cold`` (the same after
+    :func:`clear_text_caches`). Returns the turns of the pass."""
+    import operator
+
+    if what == "replay":
+        pages, names = synthetic_brain(pages_n)
+        big = BrainIndex.build(pages)
+        gc.freeze()
+        sessions = synthetic_sessions(names, sessions_n)
+        run_sessions(sessions, big)
+        run_sessions(sessions, big)
+        return int(operator.call(run_sessions, sessions, big))
+    brain = load_brain_dir(CONFORMANCE / "brain")
+    gc.freeze()
+    run = op_runner(brain)
+    run()
+    run()
+    if what == "op-cold":
+        clear_text_caches(brain)
+    return int(operator.call(run))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, default=100_000, help="synthetic brain size (default 100000)")
     parser.add_argument("--sessions", type=int, default=2_000, help="synthetic sessions (default 2000)")
+    parser.add_argument("--counted-pass", choices=("replay", "op-warm", "op-cold"),
+                        help="only set up and run one pass for valgrind's instruction count (see counted_pass)")
     args = parser.parse_args()
+    if args.counted_pass:
+        print(f"{counted_pass(args.counted_pass, args.pages, args.sessions)} turns in the counted pass")
+        return
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"Python {sys.version.split()[0]} on one core; best of 3 unless marked first pass; "
           f"load average {load:.2f} on {os.cpu_count()} CPUs (other load makes these figures lower)")

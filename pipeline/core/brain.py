@@ -28,7 +28,7 @@ from pipeline.core.pages import AliasRow, Page
 from pipeline.core.synopsis import safe_synopsis
 
 _EMPTY: Final[tuple[int, ...]] = ()
-_QUERY_CACHE_MAX = 200_000
+_QUERY_CACHE_MAX: Final = 200_000
 
 Ids: TypeAlias = int | tuple[int, ...]
 """One page id, or the ascending ids of every page sharing a key."""

@@ -12,7 +12,7 @@ every turn of every session, and tuples are several times cheaper to build than 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Final
 
 import regex
 
@@ -23,13 +23,16 @@ from pipeline.core.normalize import JS_WHITESPACE, normalize_alias
 Candidate = tuple[str, str, str, bool]
 """``(display, query, norm, weak)``: label surface, lookup text, ``normalize_alias(query)``, weak flag."""
 
-DISPLAY, QUERY, NORM, WEAK = 0, 1, 2, 3
+DISPLAY: Final = 0
+QUERY: Final = 1
+NORM: Final = 2
+WEAK: Final = 3
 
-MAX_CANDIDATES = 12
-MAX_WEAK_CANDIDATES = 32
-MAX_CJK_WEAK_CANDIDATES = 24
+MAX_CANDIDATES: Final = 12
+MAX_WEAK_CANDIDATES: Final = 32
+MAX_CJK_WEAK_CANDIDATES: Final = 24
 
-STOPWORDS = frozenset({
+STOPWORDS: Final = frozenset({
     'i', "i'm", "i've", "i'll", 'you', "you're", 'he', 'she', 'it', "it's", 'we', "we're", 'they',
     "they're", 'me', 'him', 'her', 'us', 'them', 'my', 'your', 'his', 'their', 'our', 'mine', 'yours',
     'hers', 'theirs', 'ours', 'this', 'that', 'these', 'those', 'who', 'whom', 'the', 'a', 'an', 'and',
@@ -41,7 +44,7 @@ STOPWORDS = frozenset({
 })
 """HARD stopwords: never an entity on their own (compared lowercased; straight apostrophe only)."""
 
-COMMON_WORDS = frozenset({
+COMMON_WORDS: Final = frozenset({
     'monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday', 'sunday', 'january', 'february',
     'march', 'april', 'may', 'june', 'july', 'august', 'september', 'october', 'november', 'december',
     'today', 'tomorrow', 'yesterday', 'now', 'soon', 'later', 'tonight', 'morning', 'afternoon', 'evening',
@@ -51,29 +54,61 @@ COMMON_WORDS = frozenset({
 })
 """SOFT common words: dropped only when a single token is seen solely at a sentence start."""
 
-_HANDLE_RE = re.compile(r"@([A-Za-z0-9_]{2,})")
-_CAP_TOKEN = r"\p{Lu}[\p{L}0-9'’\-]*(?:\.\p{L}[\p{L}0-9'’\-]*)*"
-_CAP_RUN_RE = regex.compile(f"{_CAP_TOKEN}(?:[{JS_WS}]+{_CAP_TOKEN}){{0,3}}")
-_WS_SPLIT_RE = re.compile(f"[{JS_WS}]+")
-_HAS_WS_RE = re.compile(f"[{JS_WS}]")
-_STARTS_UPPER_RE = regex.compile(r"\p{Lu}")
-_WEAK_TOKEN_RE = regex.compile(r"(?<![\p{L}\p{N}'’@-])\p{Ll}[\p{L}\p{N}'’-]{2,}(?![\p{L}\p{N}'’-])")
-_PURE_NUMBER_RE = re.compile(r"[0-9][0-9.,]*")
+_HANDLE_RE: Final = re.compile(r"@([A-Za-z0-9_]{2,})")
+_CAP_TOKEN: Final = r"\p{Lu}[\p{L}0-9'’\-]*(?:\.\p{L}[\p{L}0-9'’\-]*)*"
+_CAP_RUN_RE: Final = regex.compile(f"{_CAP_TOKEN}(?:[{JS_WS}]+{_CAP_TOKEN}){{0,3}}")
+_WS_SPLIT_RE: Final = re.compile(f"[{JS_WS}]+")
+_HAS_WS_RE: Final = re.compile(f"[{JS_WS}]")
+_STARTS_UPPER_RE: Final = regex.compile(r"\p{Lu}")
+_WEAK_TOKEN_RE: Final = regex.compile(r"(?<![\p{L}\p{N}'’@-])\p{Ll}[\p{L}\p{N}'’-]{2,}(?![\p{L}\p{N}'’-])")
+_PURE_NUMBER_RE: Final = re.compile(r"[0-9][0-9.,]*")
 
 # The same two patterns for ASCII-only text (most turns), where ``\p{Lu}`` is ``[A-Z]``, ``\p{Ll}``
 # ``[a-z]``, ``\p{L}`` ``[A-Za-z]`` and ``\p{N}`` ``[0-9]``: the standard ``re`` engine runs them in
 # about half the time of ``regex``'s Unicode classes, with the same matches (tests/unit/core/test_properties.py).
-_CAP_TOKEN_ASCII = r"[A-Z][A-Za-z0-9'\-]*(?:\.[A-Za-z][A-Za-z0-9'\-]*)*"
-_CAP_RUN_ASCII_RE = re.compile(f"{_CAP_TOKEN_ASCII}(?:[{JS_WS}]+{_CAP_TOKEN_ASCII}){{0,3}}")
-_WEAK_TOKEN_ASCII_RE = re.compile(r"(?<![A-Za-z0-9'@-])[a-z][A-Za-z0-9'-]{2,}(?![A-Za-z0-9'-])")
+_CAP_TOKEN_ASCII: Final = r"[A-Z][A-Za-z0-9'\-]*(?:\.[A-Za-z][A-Za-z0-9'\-]*)*"
+_CAP_RUN_ASCII_RE: Final = re.compile(f"{_CAP_TOKEN_ASCII}(?:[{JS_WS}]+{_CAP_TOKEN_ASCII}){{0,3}}")
+_WEAK_TOKEN_ASCII_RE: Final = re.compile(r"(?<![A-Za-z0-9'@-])[a-z][A-Za-z0-9'-]{2,}(?![A-Za-z0-9'-])")
+_WORDISH_ASCII_RE: Final = re.compile(r"[A-Za-z0-9'@-]+")
+_LOWER_ASCII: Final = frozenset("abcdefghijklmnopqrstuvwxyz")
 
-CJK_CHARS = "\u4e00-\u9fff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af"
+
+def weak_tokens_ascii(text: str) -> list[str]:
+    """``_WEAK_TOKEN_ASCII_RE.findall(text)`` for an ASCII ``text``, without its look-behind, which
+    the regex engine tried at every position of the text (a tenth of a turn's extraction).
+
+    A token can only start where that look-behind holds: at the start of a maximal run of its
+    characters (``[A-Za-z0-9'@-]``). From there it takes the run up to its first ``@`` (the token's
+    own characters exclude ``@``, and its look-ahead then holds), and it counts when it starts
+    lowercase and is 3 characters or more. Nothing later in the run can start one: every position
+    there follows one of those characters. Runs hold no whitespace, so they are found word by word,
+    and a word of letters and digits only (most words) is a run by itself.
+    ``tests/unit/core/test_properties.py`` compares this with the regex.
+    """
+    out: list[str] = []
+    for word in text.split():
+        if word.isalnum():
+            if len(word) >= 3 and word[0] in _LOWER_ASCII:
+                out.append(word)
+            continue
+        runs: list[str] = _WORDISH_ASCII_RE.findall(word)
+        for run in runs:
+            if len(run) >= 3 and run[0] in _LOWER_ASCII:
+                at = run.find("@")
+                if at == -1:
+                    out.append(run)
+                elif at >= 3:
+                    out.append(run[:at])
+    return out
+
+
+CJK_CHARS: Final = "\u4e00-\u9fff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af"
 """gbrain's CJK ranges: Han, hiragana, katakana, hangul syllables (BMP only)."""
-_CJK_RUN_RE = re.compile(f"[{CJK_CHARS}]+")
-_HIRAGANA_ONLY_RE = re.compile("[\u3040-\u309f]+")
+_CJK_RUN_RE: Final = re.compile(f"[{CJK_CHARS}]+")
+_HIRAGANA_ONLY_RE: Final = re.compile("[\u3040-\u309f]+")
 
-_SENTENCE_END = frozenset(".!?:;\n\r•-([\"“")
-_JS_WS_SET = frozenset(JS_WHITESPACE)
+_SENTENCE_END: Final = frozenset(".!?:;\n\r•-([\"“")
+_JS_WS_SET: Final = frozenset(JS_WHITESPACE)
 
 
 def strip_possessive(text: str) -> str:
@@ -110,12 +145,16 @@ def has_cjk(text: str) -> bool:
 # A strong sighting before filtering: (display, query, norm, filter class). Class 0 keeps it,
 # 1 drops it (single token: too short, a number, a hard stopword), 2 keeps it only if it is ever
 # seen mid-sentence (single-token soft common word). Cached per surface: chat repeats itself.
-_KEEP, _DROP, _KEEP_IF_MID = 0, 1, 2
+_KEEP: Final = 0
+_DROP: Final = 1
+_KEEP_IF_MID: Final = 2
 _Sighting = tuple[str, str, str, int]
-_CACHE_MAX = 100_000
-_surface_cache: dict[str, tuple[_Sighting, _Sighting | None]] = {}
-_handle_cache: dict[str, _Sighting] = {}
-_weak_cache: dict[str, tuple[str, str] | None] = {}
+_CACHE_MAX: Final = 100_000
+_surface_cache: Final[dict[str, tuple[_Sighting, _Sighting | None]]] = {}
+_handle_cache: Final[dict[str, _Sighting]] = {}
+_weak_cache: Final[dict[str, Candidate]] = {}
+_NOT_WEAK: Final[Candidate] = ("", "", "", True)
+"""What :data:`_weak_cache` holds for a word that is no weak candidate (an empty norm: never one)."""
 
 
 def _sighting(raw_display: str, raw_query: str) -> _Sighting:
@@ -145,8 +184,8 @@ def _surface(surface: str) -> tuple[_Sighting, _Sighting | None]:
     return (_sighting(surface, surface), trimmed)
 
 
-def _weak(token: str) -> tuple[str, str] | None:
-    """A lowercase word as a weak candidate ``(raw, norm)``, or ``None`` when it cannot be one."""
+def _weak(token: str) -> Candidate | None:
+    """A lowercase word as its weak candidate ``(raw, raw, norm, True)``, or ``None`` when it cannot be one."""
     raw = strip_possessive(token)
     if utf16_len(raw) < 3:
         return None
@@ -154,7 +193,7 @@ def _weak(token: str) -> tuple[str, str] | None:
     if lc in STOPWORDS or lc in COMMON_WORDS:
         return None
     norm = normalize_alias(raw)
-    return (raw, norm) if norm else None
+    return (raw, raw, norm, True) if norm else None
 
 
 def _bounded(cache: dict[str, Any]) -> dict[str, Any]:
@@ -163,26 +202,33 @@ def _bounded(cache: dict[str, Any]) -> dict[str, Any]:
     return cache
 
 
-_TEXT_MEMO_CHARS = 1024
-_text_memo: Memo[str, list[Candidate]] = Memo(8192)
+_TEXT_MEMO_CHARS: Final = 1024
+_text_memo: Final[Memo[str, list[Candidate]]] = Memo(8192)
+_LONG_MEMO_CHARS: Final = 16_384
+_long_memo: Final[Memo[str, list[Candidate]]] = Memo(256)
+"""Longer texts (pasted logs, long assistant answers) in a memo of their own, few of them: the op is
+called again with a window that still holds the same long turns, and one such turn costs as much to
+extract as dozens of short ones. 256 texts of at most 16,384 characters keep at most 16 MiB alive."""
 
 
 def extract_candidates(text: object) -> list[Candidate]:
     """Candidates of one turn: strong ones first (≤12), then weak lowercase (≤32), then CJK (≤24).
 
-    Memoised per text (texts up to 1,024 characters, 8,192 of them, :class:`~pipeline.core.memo.Memo`): chat
-    repeats itself ("ok", "thanks", templated bot turns), and the result depends on the text alone.
+    Memoised per text (texts up to 1,024 characters, 8,192 of them, :class:`~pipeline.core.memo.Memo`;
+    256 more up to 16,384 characters): chat repeats itself ("ok", "thanks", templated bot turns, the
+    op's growing windows), and the result depends on the text alone.
     The list returned may be shared between calls, so callers never mutate it (none does: the window
     keeps it as it is and the merge only reads it).
     """
     if not isinstance(text, str) or not text:
         return []
-    if len(text) > _TEXT_MEMO_CHARS:
+    memo = _text_memo if len(text) <= _TEXT_MEMO_CHARS else _long_memo
+    if len(text) > _LONG_MEMO_CHARS:
         return _extract(text)
-    cands = _text_memo.get(text)
+    cands = memo.get(text)
     if cands is None:
         cands = _extract(text)
-        _text_memo.put(text, cands)
+        memo.put(text, cands)
     return cands
 
 
@@ -205,7 +251,9 @@ def _extract(text: str) -> list[Candidate]:
                     entry[1] = True
 
     ascii_only = text.isascii()
-    for m in (_CAP_RUN_ASCII_RE if ascii_only else _CAP_RUN_RE).finditer(text):
+    # An ASCII text with no capital (``islower``: cased characters, all lowercase) has no run: skip the scan.
+    runs = () if ascii_only and text.islower() else (_CAP_RUN_ASCII_RE if ascii_only else _CAP_RUN_RE).finditer(text)
+    for m in runs:
         surface = m.group(0)
         info = _surface_cache.get(surface)
         if info is None:
@@ -239,21 +287,19 @@ def _extract(text: str) -> list[Candidate]:
 
     weak_seen: set[str] = set()
     weak_count = 0
-    for token in (_WEAK_TOKEN_ASCII_RE if ascii_only else _WEAK_TOKEN_RE).findall(text):
+    tokens: list[str] = weak_tokens_ascii(text) if ascii_only else _WEAK_TOKEN_RE.findall(text)
+    for token in tokens:
         if weak_count >= MAX_WEAK_CANDIDATES:
             break
-        if token in _weak_cache:
-            weak = _weak_cache[token]
-        else:
-            weak = _bounded(_weak_cache)[token] = _weak(token)
+        weak = _weak_cache.get(token)
         if weak is None:
-            continue
-        norm = weak[1]
-        if norm in strong_norms or norm in weak_seen:
+            weak = _bounded(_weak_cache)[token] = _weak(token) or _NOT_WEAK
+        norm = weak[2]
+        if not norm or norm in strong_norms or norm in weak_seen:
             continue
         weak_seen.add(norm)
         weak_count += 1
-        out.append((weak[0], weak[0], norm, True))
+        out.append(weak)
 
     if not ascii_only and has_cjk(text):
         _cjk_grams(text, out, strong_norms, weak_seen)

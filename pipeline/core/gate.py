@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Final
 
 from pipeline.core.jscompat import is_js_number
 from pipeline.core.normalize import collapse_whitespace, normalize_alias
-from pipeline.core.types import ARM_CONFIDENCE, Pointer, VolunteeredPage
+from pipeline.core.types import ARM_CONFIDENCE, Pointer, VolunteeredPage, new_page
 from pipeline.core.window import WindowCandidate
 
-DEFAULT_MAX_PAGES = 3
-MAX_PAGES_CAP = 5
-DEFAULT_MIN_CONFIDENCE = 0.7
-SALIENCE_BOOST = 0.05
-DEFAULT_WINDOW_TURNS = 4
-MAX_WINDOW_TURNS = 64
+DEFAULT_MAX_PAGES: Final = 3
+MAX_PAGES_CAP: Final = 5
+DEFAULT_MIN_CONFIDENCE: Final = 0.7
+SALIENCE_BOOST: Final = 0.05
+DEFAULT_WINDOW_TURNS: Final = 4
+MAX_WINDOW_TURNS: Final = 64
 
-_ARM_TEXT = {
+_ARM_TEXT: Final = {
     "alias": "alias match",
     "title": "exact title match",
     "title-surname": "surname match",
@@ -100,8 +101,8 @@ def gate(
     collapse_display: bool = True,
 ) -> list[VolunteeredPage]:
     """Walk pointers in resolver order; skip excluded, recompute confidence, threshold, cap."""
-    cap = clamp_max_pages(max_pages)
-    threshold = clamp_min_confidence(min_confidence)
+    cap = DEFAULT_MAX_PAGES if max_pages is None else clamp_max_pages(max_pages)  # None: the usual, unset
+    threshold = DEFAULT_MIN_CONFIDENCE if min_confidence is None else clamp_min_confidence(min_confidence)
     prefixes = tuple(exclude_slug_prefixes)
     out: list[VolunteeredPage] = []
     for p in pointers:
@@ -117,17 +118,8 @@ def gate(
         display = p.display
         if collapse_display and not _is_collapsed(display):
             display = collapse_whitespace(display)
-        out.append(
-            VolunteeredPage(
-                slug=p.slug,
-                source_id=p.source_id,
-                display=display,
-                confidence=confidence,
-                arm=p.arm,
-                rationale=rationale_for(p.arm, display, cand, window_size),
-                synopsis=p.synopsis,
-            )
-        )
+        out.append(new_page(p.slug, p.source_id, display, confidence, p.arm,
+                            rationale_for(p.arm, display, cand, window_size), p.synopsis))
         if len(out) >= cap:
             break
     return out

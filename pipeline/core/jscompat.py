@@ -11,19 +11,19 @@ from __future__ import annotations
 import math
 import re
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, TypeGuard
+from typing import Any, Final, TypeGuard
 
 from pipeline.core.normalize import JS_WHITESPACE
 
-JS_WS = "".join(
+JS_WS: Final = "".join(
     f"\\u{ord(c):04x}" for c in JS_WHITESPACE
 )
 """Body of a regex character class equal to JS ``\\s`` (for both ``re`` and ``regex`` patterns)."""
 
-JS_LINE_TERMINATORS = "\\n\\r\\u2028\\u2029"
+JS_LINE_TERMINATORS: Final = "\\n\\r\\u2028\\u2029"
 """Body of a character class of what JS ``.`` does not match and JS ``^``/``$`` (m flag) treat as line ends."""
 
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+_ASTRAL: Final = re.compile("[\U00010000-\U0010ffff]")
 
 
 def utf16_len(text: str) -> int:
@@ -58,10 +58,10 @@ def is_js_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-_DECIMAL_LITERAL = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|Infinity)")
-_HEX = re.compile(r"0[xX][0-9a-fA-F]+")
-_OCT = re.compile(r"0[oO][0-7]+")
-_BIN = re.compile(r"0[bB][01]+")
+_DECIMAL_LITERAL: Final = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|Infinity)")
+_HEX: Final = re.compile(r"0[xX][0-9a-fA-F]+")
+_OCT: Final = re.compile(r"0[oO][0-7]+")
+_BIN: Final = re.compile(r"0[bB][01]+")
 
 
 def js_number(text: str) -> float:
@@ -77,8 +77,8 @@ def js_number(text: str) -> float:
     return math.nan
 
 
-_PARSE_FLOAT_PREFIX = re.compile(r"[+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
-_PARSE_INT_PREFIX = re.compile(r"[+-]?\d+")
+_PARSE_FLOAT_PREFIX: Final = re.compile(r"[+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
+_PARSE_INT_PREFIX: Final = re.compile(r"[+-]?\d+")
 
 
 def js_parse_float(text: str) -> float:

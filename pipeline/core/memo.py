@@ -45,6 +45,14 @@ class Memo(Generic[K, V]):
                 return
         self.entries[key] = value
 
+    def rest_one(self) -> bool:
+        """While resting: count one store as made and answer True, so a caller can skip building
+        the key of a lookup that must miss (``get`` would return ``None``, ``put`` would drop it)."""
+        if self.resting:
+            self.resting -= 1
+            return True
+        return False
+
     def clear(self) -> None:
         """Forget everything, resting included (benchmarks measuring a first pass)."""
         self.entries.clear()

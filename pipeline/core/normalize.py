@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
+from typing import Any, Final
 
-JS_WHITESPACE = (
+JS_WHITESPACE: Final = (
     "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
     "\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
 """Exactly the characters JavaScript's ``\\s`` and ``String.prototype.trim`` treat as whitespace."""
 
-_WS_RUN = re.compile(f"[{re.escape(JS_WHITESPACE)}]+")
-_LEADING_WRAPPERS = re.compile(r"^[\"'`\[(]+")
-_TRAILING_WRAPPERS = re.compile(r"[\"'`\])]+$")
-_NON_SLUG = re.compile(r"[^a-z0-9]+")
-_DASH_RUN = re.compile(r"-+")
+_WS_RUN: Final = re.compile(f"[{re.escape(JS_WHITESPACE)}]+")
+_LEADING_WRAPPERS: Final = re.compile(r"^[\"'`\[(]+")
+_TRAILING_WRAPPERS: Final = re.compile(r"[\"'`\])]+$")
+_NON_SLUG: Final = re.compile(r"[^a-z0-9]+")
+_DASH_RUN: Final = re.compile(r"-+")
 
 
 def js_trim(text: str) -> str:

@@ -21,7 +21,7 @@ from pipeline.core.tally import DecisionTally
 from pipeline.core.types import Pointer, VolunteeredPage
 from pipeline.core.window import WindowCandidate, merge_window, merged_count, parse_window
 
-WINDOW_REQUIRED = "window is required unless stats: true"
+WINDOW_REQUIRED: Final = "window is required unless stats: true"
 
 
 class InvalidParams(ValueError):
@@ -69,13 +69,17 @@ def decide(
             tally.record(merged_count(turns), (), exclude_slugs, ())
         return []
     if tally is None:  # a tally counts the merge, so it always runs it
-        key = (brain.token, prior_context, lexical_arms, tuple(source_ids), tuple([(role, id(cands)) for role, cands in turns]))
-        hit = _window_memo.get(key)
-        if hit is not None and all(a is b for a, (_role, b) in zip(hit[0], turns, strict=True)):
-            pointers, by_norm = hit[1], hit[2]
-        else:
+        if _window_memo.rest_one():  # resting: a key would be built for nothing
             pointers, by_norm = _resolve_window(turns, brain, source_ids, prior_context, lexical_arms, keep)
-            _window_memo.put(key, (tuple([cands for _role, cands in turns]), pointers, by_norm))
+        else:
+            key = (brain.token, prior_context, lexical_arms, tuple(source_ids),
+                   tuple([(role, id(cands)) for role, cands in turns]))
+            hit = _window_memo.get(key)
+            if hit is not None and all(a is b for a, (_role, b) in zip(hit[0], turns, strict=True)):
+                pointers, by_norm = hit[1], hit[2]
+            else:
+                pointers, by_norm = _resolve_window(turns, brain, source_ids, prior_context, lexical_arms, keep)
+                _window_memo.put(key, (tuple([cands for _role, cands in turns]), pointers, by_norm))
         if not pointers:
             return []
         return gate(pointers, by_norm, window_size=len(turns), max_pages=max_pages, min_confidence=min_confidence,
@@ -110,8 +114,8 @@ def decide(
     return pages
 
 
-_window_memo: Memo[tuple[object, ...], tuple[tuple[Sequence[Candidate], ...], list[Pointer], dict[str, WindowCandidate]]]
-_window_memo = Memo(8192)
+_window_memo: Final[Memo[tuple[object, ...], tuple[tuple[Sequence[Candidate], ...], list[Pointer],
+                                                   dict[str, WindowCandidate]]]] = Memo(8192)
 """The resolver's answer per window: keyed by the brain, the options the resolver reads and the
 identity of each turn's candidate list (kept alive by the entry, and compared on a hit, so an id is
 never mistaken for a later list's). The lists are shared between turns of the same text (the memo

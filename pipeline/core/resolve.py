@@ -16,21 +16,23 @@ and capped (10 for the volunteer path, so the gate sees the whole pool).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Final
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import CJK_CHARS, Candidate
 from pipeline.core.gate import candidates_by_norm
 from pipeline.core.memo import Memo
 from pipeline.core.pages import Page
-from pipeline.core.types import ARM_CONFIDENCE, Pointer
+from pipeline.core.types import ARM_CONFIDENCE, Pointer, new_pointer
 from pipeline.core.window import WindowCandidate
 
-RESOLVER_POOL = 10
+RESOLVER_POOL: Final = 10
 """The volunteer path resolves up to 2 x the hard page cap of 5, before the gate."""
 
-_PURE_CJK_RE = re.compile(f"[{CJK_CHARS}]+")
-_CJK_FIRST, _CJK_LAST = "\u3040", "\ud7af"  # cheap pre-check: every CJK range lies in between
+_PURE_CJK_RE: Final = re.compile(f"[{CJK_CHARS}]+")
+_CJK_FIRST: Final = "\u3040"  # cheap pre-check: every CJK range lies between these two
+_CJK_LAST: Final = "\ud7af"
 
 _Push = tuple[Page, str, str]  # (page, arm, matched_norm)
 
@@ -44,20 +46,20 @@ def could_resolve(turns: Sequence[tuple[str, Sequence[Candidate]]], brain: Brain
     qualifies the merge and the resolver can be skipped: that is a third of all turns.
     """
     alias = brain.alias_index
-    query_info = brain.query_info
     for _, cands in turns:
         for _display, query, norm, _weak in cands:
             if norm in alias:
                 return True
-            info = query_info(query)
+            info = brain.query_info(query)
             if info[3] or info[4]:
                 return True
-            if _CJK_FIRST <= norm[:1] <= _CJK_LAST and (brain.ids_with_title(norm) or brain.ids_with_slug(norm)):
+            if not norm.isascii() and _CJK_FIRST <= norm[:1] <= _CJK_LAST and (
+                    brain.ids_with_title(norm) or brain.ids_with_slug(norm)):
                 return True
     return False
 
 
-_odd_titles: dict[object, frozenset[str]] = {}
+_odd_titles: Final[dict[object, frozenset[str]]] = {}
 """brain token -> norms of live titles whose lowercase is not already their norm (see below)."""
 
 
@@ -69,8 +71,8 @@ def _plain_title(title: str) -> bool:
             and title[-1:] not in _NOT_LAST)
 
 
-_NOT_FIRST = " \"'`[("  # '' is "in" every string: an empty title is not plain (its norm is '' too)
-_NOT_LAST = " \"'`])"
+_NOT_FIRST: Final = " \"'`[("  # '' is "in" every string: an empty title is not plain (its norm is '' too)
+_NOT_LAST: Final = " \"'`])"
 
 
 def _odd_title_norms(brain: BrainIndex) -> frozenset[str]:
@@ -103,29 +105,64 @@ def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool,
     memo = _relevance_memo.get(id(cands))
     if memo is not None and memo[0] is cands and memo[1] is brain.token:
         return memo[2], memo[3]
-    alias = brain.alias_index
-    query_info = brain.query_info
-    odd = _odd_title_norms(brain)
+    codes = _candidate_codes(brain)
     live = False
     keep: list[str] = []
     for _display, query, norm, _weak in cands:
-        if norm in alias:
-            hit = True
+        known = codes.get(query)
+        if known is not None and known[0] == norm:
+            code = known[1]
         else:
-            info = query_info(query)
-            hit = bool(info[3] or info[4]) or (
-                _CJK_FIRST <= norm[:1] <= _CJK_LAST and bool(brain.ids_with_title(norm) or brain.ids_with_slug(norm)))
-        if hit:
+            code = _candidate_code(query, norm, brain)
+            if len(codes) >= _CODES_MAX:
+                codes.clear()
+            codes[query] = (norm, code)
+        if code == _HIT:
             live = True
             keep.append(norm)
-        elif norm in odd or brain.ids_with_title(norm):
+        elif code == _LABEL:
             keep.append(norm)
     relevant = frozenset(keep)
-    _relevance_memo.put(id(cands), (cands, brain.token, live, relevant))
+    if not _relevance_memo.rest_one():  # resting, the entry would be dropped: not even built
+        _relevance_memo.put(id(cands), (cands, brain.token, live, relevant))
     return live, relevant
 
 
-_relevance_memo: Memo[int, tuple[Sequence[Candidate], object, bool, frozenset[str]]] = Memo(8192)
+_NONE: Final = 0
+_LABEL: Final = 1
+_HIT: Final = 2
+_CODES_MAX: Final = 200_000
+_codes: Final[dict[object, dict[str, tuple[str, int]]]] = {}
+"""brain token -> query -> ``(norm, code)`` of :func:`_candidate_code` (two brains kept, like
+:data:`_odd_titles`): the same words come back turn after turn, and the code depends on the brain,
+the query and the norm only (the norm is stored and compared, so a candidate whose norm is not the
+query's own never takes another's code)."""
+
+
+def _candidate_codes(brain: BrainIndex) -> dict[str, tuple[str, int]]:
+    codes = _codes.get(brain.token)
+    if codes is None:
+        if len(_codes) >= 2:
+            _codes.clear()
+        codes = _codes[brain.token] = {}
+    return codes
+
+
+def _candidate_code(query: str, norm: str, brain: BrainIndex) -> int:
+    """One candidate in :func:`turn_relevance`: ``_HIT`` (something to resolve to), ``_LABEL`` (names a
+    page title: may label a pointer) or ``_NONE``."""
+    if norm in brain.alias_index:
+        return _HIT
+    info = brain.query_info(query)
+    if info[3] or info[4] or (not norm.isascii() and _CJK_FIRST <= norm[:1] <= _CJK_LAST
+                              and (brain.ids_with_title(norm) or brain.ids_with_slug(norm))):
+        return _HIT
+    if norm in _odd_title_norms(brain) or brain.ids_with_title(norm):
+        return _LABEL
+    return _NONE
+
+
+_relevance_memo: Final[Memo[int, tuple[Sequence[Candidate], object, bool, frozenset[str]]]] = Memo(8192)
 """:func:`turn_relevance` per candidate list (by identity: the entry keeps the list alive and a hit
 compares it), for the lists the text memo of :func:`~pipeline.core.extract.extract_candidates`
 hands to every turn of the same text."""
@@ -167,13 +204,12 @@ def resolve_with_index(
     slug_to_norm: dict[str, str] = {}
     surname_to_norm: dict[str, str] = {}  # armed surname token -> first norm, in candidate order
     row_ids: set[int] = set()  # arm 2: every page matched by title, slug, slug tail or surname
-    query_info = brain.query_info
     for c in candidates:
         if c.weak:
             continue
         norm = c.norm
         strong_norms.append(norm)
-        title_lc, slug, token, ids, surname_ids = query_info(c.query)
+        title_lc, slug, token, ids, surname_ids = brain.query_info(c.query)
         titles_lc.setdefault(title_lc, norm)
         if slug:
             slug_to_norm.setdefault(slug, norm)
@@ -189,12 +225,6 @@ def resolve_with_index(
     pushes: list[_Push] = []
     claimed: set[tuple[str, str]] = set()
 
-    def push(page: Page, arm: str, norm: str) -> None:
-        key = (page.source_id, page.slug)
-        if key not in claimed:
-            claimed.add(key)
-            pushes.append((page, arm, norm))
-
     # Arm 1: alias. Strong norms are unique per source; weak norms must be unique over the scope.
     alias_targets = brain.alias_index.get
     strong_hits = [(norm, targets) for norm in strong_norms if (targets := alias_targets(norm)) is not None]
@@ -204,7 +234,7 @@ def resolve_with_index(
             if slugs is not None and len(slugs) == 1:
                 page = brain.live_page(src, slugs[0])
                 if page is not None:
-                    push(page, "alias", norm)
+                    _push(claimed, pushes, page, "alias", norm)
     for norm in weak_norms:
         targets = alias_targets(norm)
         if targets is None:
@@ -220,35 +250,35 @@ def resolve_with_index(
         if total == 1 and hit is not None:
             page = brain.live_page(*hit)
             if page is not None:
-                push(page, "alias", norm)
+                _push(claimed, pushes, page, "alias", norm)
 
     # Arm 2: exact title, else exact slug / slug tail, else surname; rows in page-id order.
     if row_ids:
         in_scope = frozenset(scope)
         by_id = brain.pages_by_id
-        rows = [page for page in map(by_id.__getitem__, sorted(row_ids)) if page.source_id in in_scope]
+        rows = [page for page in [by_id[i] for i in sorted(row_ids)] if page.source_id in in_scope]
         surname_hits: dict[str, list[Page]] = {}
         surname_coverage: dict[str, int] = {}
         for page in rows:
             title_lc = page.title.lower()
-            token = _surname_of(page, title_lc, surname_to_norm)
+            token = _surname_of(page, title_lc, surname_to_norm) if surname_to_norm else None
             if token is not None:
                 surname_coverage[token] = surname_coverage.get(token, 0) + 1
             title_norm = titles_lc.get(title_lc)
             if title_norm is not None:
-                push(page, "title", title_norm)
+                _push(claimed, pushes, page, "title", title_norm)
                 continue
             slug_norm = slug_to_norm.get(page.slug)
             if slug_norm is None:
                 slug_norm = slug_to_norm.get(page.slug[page.slug.rfind("/") + 1 :])
             if slug_norm is not None:
-                push(page, "slug-suffix", slug_norm)
+                _push(claimed, pushes, page, "slug-suffix", slug_norm)
                 continue
             if token is not None:
                 surname_hits.setdefault(token, []).append(page)
         for token, hits in surname_hits.items():
             if len(hits) == 1 and surname_coverage.get(token) == 1:
-                push(hits[0], "title-surname", surname_to_norm[token])
+                _push(claimed, pushes, hits[0], "title-surname", surname_to_norm[token])
 
     # Arm 2.5: pure-CJK weak n-grams no earlier arm resolved; exactly one page by title or slug.
     if weak_norms:
@@ -256,7 +286,7 @@ def resolve_with_index(
         if cjk_norms:
             resolved_norms = {norm for _, _, norm in pushes}
             cjk_norms = [n for n in cjk_norms if n not in resolved_norms]
-            _cjk_arm(cjk_norms, brain, frozenset(scope), push)
+            _cjk_arm(cjk_norms, brain, frozenset(scope), claimed, pushes)
 
     if not pushes:
         return [], {}
@@ -271,14 +301,24 @@ def resolve_with_index(
         cand = by_norm.get(brain.title_norm(page))
         display = cand.display if cand is not None and (lexical_arms or not cand.weak) else ""
         display = display or page.title or page.slug[page.slug.rfind("/") + 1 :]
-        pointers.append(Pointer(display, page.slug, page.source_id, brain.synopsis(page), arm, ARM_CONFIDENCE[arm], norm))
+        pointers.append(new_pointer(display, page.slug, page.source_id, brain.synopsis(page), arm, ARM_CONFIDENCE[arm],
+                                    norm))
         if len(pointers) >= max_pointers:
             break
     return pointers, by_norm
 
 
+def _push(claimed: set[tuple[str, str]], pushes: list[_Push], page: Page, arm: str, norm: str) -> None:
+    """Push ``page`` by ``arm`` unless its ``(source_id, slug)`` was claimed by an earlier push."""
+    key = (page.source_id, page.slug)
+    if key not in claimed:
+        claimed.add(key)
+        pushes.append((page, arm, norm))
+
+
 def _cjk_arm(
-    cjk_norms: list[str], brain: BrainIndex, in_scope: frozenset[str], push: Callable[[Page, str, str], None]
+    cjk_norms: list[str], brain: BrainIndex, in_scope: frozenset[str], claimed: set[tuple[str, str]],
+    pushes: list[_Push],
 ) -> None:
     """Push each CJK norm that names exactly one in-scope page by lowercased title or exact slug."""
     ids: set[int] = set()
@@ -295,7 +335,7 @@ def _cjk_arm(
                 hits.setdefault(n, []).append(page)
     for n, pages in hits.items():
         if len(pages) == 1:
-            push(pages[0], "cjk-title", n)
+            _push(claimed, pushes, pages[0], "cjk-title", n)
 
 
 def _surname_of(page: Page, title_lc: str, surname_to_norm: dict[str, str]) -> str | None:

@@ -10,8 +10,8 @@ Pure: no clock, no I/O; the caller passes ``now_ms``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import FrozenInstanceError, dataclass, field
+from typing import Any, Final
 
 import orjson
 
@@ -35,12 +35,12 @@ __all__ = [
     "step",
 ]
 
-EMISSIONS_KEPT_TURNS = 64
+EMISSIONS_KEPT_TURNS: Final = 64
 """Emissions are kept for turns within this many turn numbers of the newest (or in the window, if
 longer), so a turn redelivered after a crash re-emits its pages even if the window moved on."""
 
-_STATE_VERSION = 1
-_STATE_VERSION_POINTERS = 2
+_STATE_VERSION: Final = 1
+_STATE_VERSION_POINTERS: Final = 2
 """Written only by a state that holds reflex pointers (key ``p``); version 1 states read as before."""
 
 
@@ -195,6 +195,48 @@ class StepResult:
     pointers: list[VolunteeredPage] = field(default_factory=list)
 
 
+def _bare_result_settable() -> bool:
+    """Like :data:`pipeline.core.types.BARE_FIELDS`, for :class:`StepResult`: True in the compiled core."""
+    result = StepResult.__new__(StepResult)
+    try:
+        result.turn = 0  # type: ignore[misc]
+    except FrozenInstanceError:
+        return False
+    return True
+
+
+_BARE_RESULT: Final = _bare_result_settable()
+
+
+def _result(turn: int, pages: list[VolunteeredPage], duplicate: bool, skipped: bool,
+            pointers: list[VolunteeredPage]) -> StepResult:
+    """``StepResult(...)``, without the dataclass' interpreted ``__init__`` in the compiled core (a
+    tenth of a turn's own code there); the same object either way."""
+    if not _BARE_RESULT:
+        return StepResult(turn, pages, duplicate, skipped, pointers)
+    result = StepResult.__new__(StepResult)
+    result.turn = turn  # type: ignore[misc]
+    result.pages = pages  # type: ignore[misc]
+    result.duplicate = duplicate  # type: ignore[misc]
+    result.skipped = skipped  # type: ignore[misc]
+    result.pointers = pointers  # type: ignore[misc]
+    return result
+
+
+def _window_turn(turn: int, role: str, candidates: list[Candidate]) -> _WindowTurn:
+    """``_WindowTurn(turn, role, candidates)`` with its defaults, without the dataclass' ``__init__``
+    (interpreted code in the compiled core; a plain slots set in both builds)."""
+    wt = _WindowTurn.__new__(_WindowTurn)
+    wt.turn = turn
+    wt.role = role
+    wt.candidates = candidates
+    wt.checked = None
+    wt.live = False
+    wt.relevant = frozenset()
+    wt.encoded = None
+    return wt
+
+
 def step(
     state: SessionState,
     role: str,
@@ -219,15 +261,15 @@ def step(
     if role_lc not in ROLES:
         raise ValueError(f"role must be 'user' or 'assistant', got {role!r}")
     if turn_no is not None and turn_no <= state.last_turn:
-        return StepResult(turn_no, list(state.emissions.get(turn_no, ())), duplicate=True,
-                          pointers=list(state.pointers.get(turn_no, ())))
+        return _result(turn_no, list(state.emissions.get(turn_no, ())), True, False,
+                       list(state.pointers.get(turn_no, ())))
     body = text.strip(JS_WHITESPACE)
     number = state.last_turn + 1 if turn_no is None else turn_no
     if not body:
-        return StepResult(number, [], duplicate=False, skipped=True)
+        return _result(number, [], False, True, [])
 
     size = options.effective_window_turns
-    state.window.append(_WindowTurn(number, role_lc, extract_candidates(body)))
+    state.window.append(_window_turn(number, role_lc, extract_candidates(body)))
     if len(state.window) > size:
         del state.window[: len(state.window) - size]
 
@@ -281,7 +323,7 @@ def step(
     state.last_turn = number
     if now_ms is not None:
         state.last_activity_ms = now_ms
-    return StepResult(number, pages, duplicate=False, pointers=pointers)
+    return _result(number, pages, False, False, pointers)
 
 
 def run_lines(

@@ -28,7 +28,7 @@ from pipeline.core.jscompat import is_js_number
 from pipeline.core.normalize import collapse_whitespace
 from pipeline.core.resolve import RESOLVER_POOL, resolve_with_index
 from pipeline.core.tally import DecisionTally
-from pipeline.core.types import Pointer, VolunteeredPage
+from pipeline.core.types import Pointer, VolunteeredPage, new_page
 from pipeline.core.window import WindowCandidate, merge_window
 
 __all__ = [
@@ -104,8 +104,8 @@ def _as_pointers(resolved: Sequence[Pointer], cap: int, exclude_slugs: Collectio
         display = p.display
         if collapse_display and not _is_collapsed(display):
             display = collapse_whitespace(display)
-        out.append(VolunteeredPage(slug=p.slug, source_id=p.source_id, display=display, confidence=p.confidence,
-                                   arm=p.arm, rationale=reflex_rationale(p.arm, display), synopsis=p.synopsis))
+        out.append(new_page(p.slug, p.source_id, display, p.confidence, p.arm, reflex_rationale(p.arm, display),
+                            p.synopsis))
     return out
 
 

@@ -11,47 +11,99 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from pipeline.core.extract import MAX_CANDIDATES, MAX_WEAK_CANDIDATES, Candidate, extract_candidates
 from pipeline.core.jscompat import JS_LINE_TERMINATORS, JS_WS
 from pipeline.core.normalize import JS_WHITESPACE
 
-TURN_PREFIX_RE = re.compile(
+TURN_PREFIX_RE: Final = re.compile(
     f"([Uu][Ss][Ee][Rr]|[Aa][Ss][Ss][Ii][Ss][Tt][Aa][Nn][Tt])[{JS_WS}]*:[{JS_WS}]?([^{JS_LINE_TERMINATORS}]*)\\Z"
 )
 """``/^(user|assistant)\\s*:\\s?(.*)$/i`` with JS meaning: ASCII-only case folding, ``.`` stops at any
 line terminator, ``$`` is the end of the input. Use with ``.match``."""
 
-_LINE_SPLIT_RE = re.compile(r"\r?\n")
+ROLES: Final = ("user", "assistant")
 
-ROLES = ("user", "assistant")
+
+_WS_CHARS: Final = frozenset(JS_WHITESPACE)
+
+
+def turn_prefix(line: str) -> tuple[str, str] | None:
+    """``TURN_PREFIX_RE.match(line)`` as ``(role, body)`` (the role lowercased), without the regex.
+
+    Every window line went through that match, and the regex scans the whole line in its
+    ``[^...]*\\Z`` group; here the role is compared on an ASCII head (the regex folds ASCII case
+    only) and the body is checked for line terminators with ``str.find``. Same answers on every
+    line: ``tests/unit/core/test_properties.py`` compares the two.
+    """
+    head = line[:4]
+    if head.isascii() and head.lower() == "user":
+        role, i = "user", 4
+    else:
+        head = line[:9]
+        if head.isascii() and head.lower() == "assistant":
+            role, i = "assistant", 9
+        else:
+            return None
+    n = len(line)
+    while i < n and line[i] in _WS_CHARS:
+        i += 1
+    if i >= n or line[i] != ":":
+        return None
+    i += 1
+    # ``[ws]?([^LT]*)\\Z``: whatever the optional space takes, the rest after one character may hold
+    # no line terminator (every terminator is also whitespace, so a first one can only be that space).
+    if i + 1 < n and (line.find("\r", i + 1) != -1 or line.find("\n", i + 1) != -1 or (
+            not line.isascii() and (line.find("\u2028", i + 1) != -1 or line.find("\u2029", i + 1) != -1))):
+        return None
+    if i < n and line[i] in _WS_CHARS:
+        i += 1
+    return (role, line[i:])
+
+
+def _split_lines(text: str) -> list[str]:
+    """``re.split(r"\\r?\\n", text)``: split on ``\\n``, then one ``\\r`` before each ``\\n`` dropped."""
+    lines = text.split("\n")
+    if "\r" in text:
+        last = len(lines) - 1
+        lines = [line[:-1] if k < last and line.endswith("\r") else line for k, line in enumerate(lines)]
+    return lines
 
 
 def parse_window(text: object) -> list[tuple[str, str]]:
     """``role: text`` lines -> ``[(role, text)]`` oldest first; unprefixed lines continue a turn."""
     if not isinstance(text, str) or not text.strip(JS_WHITESPACE):
         return []
-    turns: list[list[str]] = []
+    turns: list[tuple[str, list[str]]] = []  # (role, lines of the turn)
     current: list[str] | None = None
-    for raw_line in _LINE_SPLIT_RE.split(text):
-        m = TURN_PREFIX_RE.match(raw_line)
-        if m:
-            if current is not None:
-                turns.append(current)
-            current = [m.group(1).lower(), m.group(2)]
+    for raw_line in _split_lines(text):
+        m = turn_prefix(raw_line)
+        if m is not None:
+            current = [m[1]]
+            turns.append((m[0], current))
         elif current is not None:
-            current[1] = current[1] + "\n" + raw_line if current[1] else raw_line
+            current.append(raw_line)
         elif raw_line.strip(JS_WHITESPACE):
-            current = ["user", raw_line]
-    if current is not None:
-        turns.append(current)
+            current = [raw_line]
+            turns.append(("user", current))
     out = []
-    for role, body in turns:
-        trimmed = body.strip(JS_WHITESPACE)
+    for role, lines in turns:
+        trimmed = _join_body(lines).strip(JS_WHITESPACE)
         if trimmed:
             out.append((role, trimmed))
     return out
+
+
+def _join_body(lines: list[str]) -> str:
+    """A turn's lines as the reference appends them: ``body + "\\n" + line``, except that an empty
+    body so far is replaced by the line (so leading empty lines vanish, later ones stay)."""
+    if len(lines) == 1:
+        return lines[0]
+    k = 0
+    while k < len(lines) - 1 and not lines[k]:
+        k += 1
+    return "\n".join(lines[k:])
 
 
 def parse_watch_line(line: str) -> tuple[str, str] | None:
@@ -60,9 +112,9 @@ def parse_watch_line(line: str) -> tuple[str, str] | None:
         line = line[:-1]
     if not line.strip(JS_WHITESPACE):
         return None
-    m = TURN_PREFIX_RE.match(line)
-    if m:
-        role, text = m.group(1).lower(), m.group(2).strip(JS_WHITESPACE)
+    m = turn_prefix(line)
+    if m is not None:
+        role, text = m[0], m[1].strip(JS_WHITESPACE)
     else:
         role, text = "user", line.strip(JS_WHITESPACE)
     return (role, text) if text else None
@@ -95,9 +147,15 @@ class WindowCandidate(NamedTuple):
         return out
 
 
-_new_candidate = tuple.__new__
+_new_candidate: Final = tuple.__new__
 # Accumulator slots while merging (a list per norm, turned into a WindowCandidate at the end).
-_DISPLAY, _WEAK, _OCC, _NEWEST, _USER, _LAST = 0, 3, 4, 5, 6, 7
+_DISPLAY: Final = 0
+_WEAK: Final = 3
+_OCC: Final = 4
+_NEWEST: Final = 5
+_USER: Final = 6
+_LAST: Final = 7
+_ORDER: Final = 8
 
 
 def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
@@ -110,10 +168,12 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
 
     ``keep``: only these norms are wanted (the ones that can matter to the resolver,
     :func:`pipeline.core.resolve.turn_relevance`); the others are left out, which changes nothing
-    for the kept ones while the window has no more sightings of each kind than the merge keeps of it
-    (12 strong, 32 weak). When it has more, the others could push a kept one out of its list, so
-    the whole window is merged, and then the kept norms of that merge are returned, in its order:
-    the others only ever took places in the salience order, which the whole merge has settled.
+    for the kept ones while the window has no more distinct norms of each kind than the merge keeps
+    of it (12 strong, 32 weak; :func:`_crowded`). When it has more, the others could push a kept one
+    out of its list, so the whole window is merged, and then the kept norms of that merge are
+    returned, in its order: the others only ever took places in the salience order, which the whole
+    merge has settled. (The ``order`` field of a kept candidate counts kept norms only; it is a tie
+    break read by nothing but the sort, and the relative order of kept norms is the same.)
     """
     n = len(turns)
     if not n:
@@ -148,20 +208,36 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
                 e[_DISPLAY] = display
                 e[_USER] = True
 
-    if keep is not None and (strong_seen > MAX_CANDIDATES or weak_seen > MAX_WEAK_CANDIDATES):
+    if keep is not None and (strong_seen > MAX_CANDIDATES or weak_seen > MAX_WEAK_CANDIDATES) and _crowded(turns):
         return [c for c in merge_window(turns) if c.norm in keep]
     strong: list[tuple[float, int, list[Any]]] = []
     weak_ones: list[tuple[float, int, list[Any]]] = []
     for e in acc.values():
-        occ = e[_OCC]
-        weight = (e[_LAST] + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0)
-        (weak_ones if e[_WEAK] else strong).append((-weight, e[8], e))
+        occ: int = e[_OCC]  # typed locals: the compiled core does this arithmetic on C ints and doubles
+        last: int = e[_LAST]
+        weight: float = (last + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0)
+        (weak_ones if e[_WEAK] else strong).append((-weight, e[_ORDER], e))
     strong.sort()
     out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]]
     if weak_ones:
         weak_ones.sort()
         out += [_new_candidate(WindowCandidate, e) for _, _, e in weak_ones[:MAX_WEAK_CANDIDATES]]
     return out
+
+
+def _crowded(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> bool:
+    """Whether the whole merge would drop a norm: more distinct strong norms than it keeps, or more
+    distinct weak ones (a norm with any strong sighting is strong). Asked only when the sightings
+    alone exceed a cap: repeated words make many sightings of few norms."""
+    strong: set[str] = set()
+    weak: set[str] = set()
+    for _role, cands in turns:
+        for c in cands:
+            if c[3]:
+                weak.add(c[2])
+            else:
+                strong.add(c[2])
+    return len(strong) > MAX_CANDIDATES or len(weak - strong) > MAX_WEAK_CANDIDATES
 
 
 def merged_count(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> int:

@@ -37,3 +37,14 @@ def test_clear_ends_the_rest() -> None:
     memo.clear()
     memo.put(3, 3)
     assert memo.get(3) == 3
+
+
+def test_rest_one_counts_a_store_only_while_resting() -> None:
+    memo: Memo[int, int] = Memo(4)
+    assert not memo.rest_one()  # active: nothing counted, the caller stores as usual
+    memo.resting = 2
+    assert memo.rest_one() and memo.resting == 1
+    assert memo.rest_one() and memo.resting == 0
+    assert not memo.rest_one()
+    memo.put(1, 1)
+    assert memo.get(1) == 1

@@ -172,6 +172,7 @@ def test_ascii_patterns_match_exactly_what_the_unicode_ones_do(text: str) -> Non
     assert [(m.start(), m.group()) for m in extract._CAP_RUN_ASCII_RE.finditer(text)] == [
         (m.start(), m.group()) for m in extract._CAP_RUN_RE.finditer(text)]
     assert extract._WEAK_TOKEN_ASCII_RE.findall(text) == extract._WEAK_TOKEN_RE.findall(text)
+    assert extract.weak_tokens_ascii(text) == extract._WEAK_TOKEN_ASCII_RE.findall(text)
 
 
 @PROPS
@@ -225,8 +226,10 @@ def test_a_crowded_window_merged_whole_then_kept_decides_as_the_full_merge(
     conformance_brain: BrainIndex, turns: list[tuple[str, str]], sources: list[str], lexical: bool
 ) -> None:
     """Windows with more sightings than the merge keeps (12 strong or 32 weak) take the whole-merge
-    path of ``merge_window(keep=)``: the kept norms of the whole merge, in its order. Decisions and
-    tallies must equal those of the plain full merge."""
+    path of ``merge_window(keep=)`` when their distinct norms exceed a cap too: the kept norms of the
+    whole merge, in its order (and else the kept norms alone, in the same order: only the ``order``
+    tie-break field, which counts kept norms there, differs). Decisions and tallies must equal those
+    of the plain full merge."""
     from hypothesis import assume
 
     from pipeline.core.extract import MAX_CANDIDATES, MAX_WEAK_CANDIDATES
@@ -240,10 +243,26 @@ def test_a_crowded_window_merged_whole_then_kept_decides_as_the_full_merge(
     assume(strong > MAX_CANDIDATES or weak > MAX_WEAK_CANDIDATES)
     keep = frozenset().union(*[turn_relevance(cands, conformance_brain)[1] for _, cands in cached])
     kept = merge_window(cached, keep)
-    assert kept == [c for c in merge_window(cached) if c.norm in keep]
+    assert [c._replace(order=0) for c in kept] == [c._replace(order=0) for c in merge_window(cached) if c.norm in keep]
     assert all(c.norm in keep for c in kept)
     full, sparse = DecisionTally(), DecisionTally()
     expected = decide(cached, conformance_brain, source_ids=sources, lexical_arms=lexical, tally=full, resolvable=True)
     assert decide(cached, conformance_brain, source_ids=sources, lexical_arms=lexical, tally=sparse, resolvable=True,
                   keep=keep) == expected
     assert sparse == full
+
+
+LINE_PIECES = st.sampled_from(["user", "USER", "uSeR", "assistant", "ASSISTANT", "Assist", "u\u017fer", "\u212aser", ":",
+                               " ", "\t", "\r", "\n", "\u2028", "\u2029", "\u00a0", "\u3000", "\ufeff", "x", "é", "ok"])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(line=st.lists(LINE_PIECES, max_size=8).map("".join))
+def test_turn_prefix_answers_like_the_turn_prefix_regex(line: str) -> None:
+    """``turn_prefix`` replaced ``TURN_PREFIX_RE.match`` on every window line; same role and body,
+    and ``_split_lines`` splits like ``re.split(r"\\r?\\n")``."""
+    from pipeline.core.window import TURN_PREFIX_RE, _split_lines, turn_prefix
+
+    m = TURN_PREFIX_RE.match(line)
+    assert turn_prefix(line) == ((m.group(1).lower(), m.group(2)) if m else None)
+    assert _split_lines(line) == re.split(r"\r?\n", line)

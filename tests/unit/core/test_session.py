@@ -249,3 +249,24 @@ def test_a_candidate_that_only_names_a_title_still_labels_the_page() -> None:
     result = step(state, "user", "Acme is ahead. The Acme Labs team agreed.", brain, source_id="default",
                   options=DecisionOptions())
     assert [(p.slug, p.display) for p in result.pages] == [("companies/acme", "Acme Labs")]
+
+
+def test_the_bare_builders_set_every_field_like_the_constructors() -> None:
+    """``_window_turn``, ``_result`` and ``new_page`` skip the dataclasses' ``__init__`` in the
+    compiled core: every field (also those not compared) must hold what the constructor puts there,
+    so a field added to the class without its builder fails here."""
+    from dataclasses import fields
+
+    from pipeline.core.session import StepResult, _result, _window_turn, _WindowTurn
+    from pipeline.core.types import VolunteeredPage, new_page
+
+    cands = [("Ada", "Ada", "ada", False)]
+    for built, plain in [
+        (_window_turn(3, "user", cands), _WindowTurn(3, "user", cands)),
+        (_result(4, [], False, True, []), StepResult(4, [], False, True, [])),
+        (new_page("s", "default", "D", 0.85, "title", "r", "syn"),
+         VolunteeredPage("s", "default", "D", 0.85, "title", "r", "syn")),
+    ]:
+        assert type(built) is type(plain)
+        assert [getattr(built, f.name) for f in fields(plain)] == [getattr(plain, f.name) for f in fields(plain)]
+        assert built == plain and repr(built) == repr(plain)
