@@ -27,13 +27,14 @@ class InRecord:
     offset: int
 
 
+def message_records(messages: Sequence[Any]) -> list[InRecord]:
+    """The records of a batch of Faust messages (key, value, partition and offset)."""
+    return [InRecord(msg.key, msg.value, msg.partition, msg.offset) for msg in messages]
+
+
 def in_records(events: Sequence[Any]) -> list[InRecord]:
-    """The records of a batch of Faust events (their messages' key, value, partition and offset)."""
-    out = []
-    for event in events:
-        msg = event.message
-        out.append(InRecord(msg.key, msg.value, msg.partition, msg.offset))
-    return out
+    """The records of a batch of Faust events (their messages')."""
+    return message_records([event.message for event in events])
 
 
 @dataclass(slots=True)

@@ -29,7 +29,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from pipeline.agents.batch_types import InRecord, in_records
+from pipeline.agents.batch_types import InRecord, in_records, message_records
 from pipeline.internals import DirectFeed
 
 SETTLE_S = 0.05
@@ -170,7 +170,7 @@ class DirectBatches:
         return self.feed.__aiter__()
 
     def records(self, batch: Sequence[Any]) -> list[InRecord]:
-        return [InRecord(msg.key, msg.value, msg.partition, msg.offset) for msg in batch]
+        return message_records(batch)
 
     async def ack(self, batch: Sequence[Any]) -> None:
         await self.feed.ack(batch)

@@ -196,7 +196,9 @@ class StepResult:
 
 
 def _bare_result_settable() -> bool:
-    """Like :data:`pipeline.core.types.BARE_FIELDS`, for :class:`StepResult`: True in the compiled core."""
+    """Like :data:`pipeline.core.types.BARE_FIELDS`, for :class:`StepResult`: True in the compiled core.
+    Not one shared probe taking the class: ``setattr`` goes through the frozen ``__setattr__`` in both
+    builds, so only a direct assignment, as the builder itself makes, tells what the builder can do."""
     result = StepResult.__new__(StepResult)
     try:
         result.turn = 0  # type: ignore[misc]

@@ -65,3 +65,13 @@ def test_version_names_the_core_build(pure: bool) -> None:
                          capture_output=True, text=True, check=True).stdout
     assert out.startswith("volunteer, version ") and "\ndecision core: " in out, out
     assert ("pure Python" in out) == (pure or not _compiled_available() or "stale" in out), out
+
+
+def test_the_compiled_build_takes_the_bare_builders_and_the_pure_one_does_not() -> None:
+    """The page and step-result builders skip the dataclass ``__init__`` only where direct slot sets
+    work (the compiled core); a probe that stopped telling that would silently slow the compiled build."""
+    from pipeline.core import session, types
+
+    compiled = core_build() == "compiled (mypyc)"
+    assert types.BARE_FIELDS is compiled
+    assert session._BARE_RESULT is compiled
