@@ -120,6 +120,12 @@ class Settings(BaseModel):
         True, description="The window and sink agents take their records a fetch at a time straight from the "
                           "consumer, without Faust's per-record conductor, event and stream (less CPU per turn; "
                           "docs/performance.md, goal 2). Off: through Faust's stream, as before.")
+    gc_young_threshold: int = Field(
+        20_000, ge=0,
+        description="The worker's cyclic garbage collector looks at the young generation after this many net "
+                    "allocations (Python's default: 700), the middle and old generations after 20 and 100 of the "
+                    "younger's collections (Python's: 10 and 10): collections that found almost no garbage were a "
+                    "sixth of a burst's worker CPU (docs/performance.md, goal 2). 0 = Python's own thresholds.")
     hook_fast_lane: bool = Field(
         True, description="The hook endpoint decides and saves a hook's turns itself when they are the next records "
                           "of their partition, instead of waiting for the window agent's fetch (docs/hooks.md, Speed).")
