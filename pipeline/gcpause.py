@@ -28,8 +28,14 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-OLDER_THRESHOLDS = (20, 100)
-"""The middle and old generations' thresholds a long-running worker uses (Python's: 10 and 10)."""
+OLDER_THRESHOLDS = (20, 10)
+"""The middle and old generations' thresholds a long-running worker uses (Python's: 10 and 10). The
+old one stays Python's.
+
+Off by default (``gc_young_threshold`` 0): with any raised young threshold tried (5,000 or 20,000,
+old 10 or 100) the worker's peak memory under a slow database's back pressure grew by up to
+39-41 MiB in some runs, where Python's thresholds gave 24-29 (``tests/reliability/test_db_outage.py``
+allows 38): garbage of the fetched records waits longer for a collection."""
 
 
 def tune_for_worker(young: int) -> tuple[int, ...]:
@@ -42,9 +48,10 @@ def tune_for_worker(young: int) -> tuple[int, ...]:
     collection walked the whole cache of states (200-300 ms each): about 2 s of collection in a
     60,000-turn burst that found almost no cyclic garbage (a few hundred objects). A young threshold
     of ``young`` net allocations lets most of a batch die by reference counting before any
-    collection sees it, and the older thresholds put a full collection (the only one that walks
-    the kept states) after 2,000 young ones. Cycles are still collected, only later; ``young`` 0
-    keeps Python's thresholds.
+    collection sees it, and a middle collection comes after 20 young ones instead of 10; a full
+    collection (the only one that walks the kept states) still needs 10 middle ones and Python's
+    rule that the old generation has grown by a quarter since the last. Cycles are still
+    collected, only later; ``young`` 0 keeps Python's thresholds.
     """
     if young > 0:
         gc.set_threshold(young, *OLDER_THRESHOLDS)

@@ -19,7 +19,7 @@ def _restore_thresholds() -> Iterator[None]:
 
 def test_a_worker_collects_after_the_given_young_threshold_and_the_older_ones() -> None:
     assert tune_for_worker(20_000) == (20_000, *OLDER_THRESHOLDS)
-    assert gc.get_threshold() == (20_000, 20, 100)
+    assert gc.get_threshold() == (20_000, 20, 10)
 
 
 def test_zero_keeps_the_thresholds_in_force() -> None:

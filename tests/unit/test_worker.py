@@ -30,7 +30,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(worker_module, "setup_logging", lambda settings: None)
 
 
-@pytest.mark.parametrize(("young", "expected"), [(20_000, (20_000, 20, 100)), (5_000, (5_000, 20, 100))])
+@pytest.mark.parametrize(("young", "expected"), [(20_000, (20_000, 20, 10)), (5_000, (5_000, 20, 10))])
 def test_the_worker_sets_its_collector_thresholds(offline: None, young: int, expected: tuple[int, ...]) -> None:
     gc.set_threshold(700, 10, 10)
     app: Any = worker_module.build_worker(Settings(gc_young_threshold=young))
@@ -44,5 +44,5 @@ def test_zero_leaves_pythons_thresholds(offline: None) -> None:
     assert gc.get_threshold() == (700, 10, 10)
 
 
-def test_the_default_is_the_tuned_one() -> None:
-    assert Settings().gc_young_threshold == 20_000
+def test_the_default_keeps_pythons_thresholds() -> None:
+    assert Settings().gc_young_threshold == 0
