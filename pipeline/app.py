@@ -75,6 +75,8 @@ class StreamApp:
             "web_bind": settings.web_host,
             "web_host": settings.web_host,
             "producer_linger_ms": 1,
+            # a window batch's states in one batch a partition, not ~5 of Faust's 16 KiB (agents/bulk_send.py)
+            "producer_max_batch_size": settings.producer_batch_bytes,
             "timezone": UTC,
         }
         self.token = ""

@@ -97,6 +97,11 @@ class Internals(Protocol):
         """The table store's key -> partition map (None: a store kind that keeps none)."""
         ...
 
+    def store_values(self, store: Any) -> Mapping[Any, Any] | None:
+        """The table store's own key -> value mapping, read without Faust's per-key layers (None: a store
+        kind that keeps none in memory)."""
+        ...
+
     def created_store(self, table: Any) -> Any | None:
         """The table's store if it exists yet, without creating it (safe from another thread)."""
         ...

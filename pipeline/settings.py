@@ -120,6 +120,19 @@ class Settings(BaseModel):
         True, description="The window and sink agents take their records a fetch at a time straight from the "
                           "consumer, without Faust's per-record conductor, event and stream (less CPU per turn; "
                           "docs/performance.md, goal 2). Off: through Faust's stream, as before.")
+    producer_batch_bytes: int = Field(
+        262_144, ge=16_384, le=1_000_000,
+        description="Most bytes of one partition's record batch in the worker's produce requests (Faust's "
+                    "producer_max_batch_size, whose default is 16 KiB; keep it under the broker's largest "
+                    "message, 1 MB by default). A 1,000-turn window batch saves ~70 KiB of session states a "
+                    "partition: in 16 KiB batches that was ~40 produce requests a save (docs/performance.md, goal 2).")
+    gc_young_threshold: int = Field(
+        0, ge=0,
+        description="The worker's cyclic garbage collector looks at the young generation after this many net "
+                    "allocations (Python's default: 700), the middle generation after 20 of the young "
+                    "one's collections (Python's: 10), the old one as Python does: collections that found almost no garbage were a "
+                    "sixth of a burst's worker CPU (docs/performance.md, goal 2), but the worker's peak memory under a slow database's back pressure "
+                    "grew by up to 41 MiB instead of 24-29. 0 (the default) = Python's own thresholds; e.g. 20000.")
     hook_fast_lane: bool = Field(
         True, description="The hook endpoint decides and saves a hook's turns itself when they are the next records "
                           "of their partition, instead of waiting for the window agent's fetch (docs/hooks.md, Speed).")

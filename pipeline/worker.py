@@ -19,6 +19,7 @@ from pipeline.agents.brain_holder import BrainHolder, BrainLoadError
 from pipeline.agents.statecrypt import StateKeyError, cipher_from
 from pipeline.app import StreamApp
 from pipeline.core.session import DecisionOptions
+from pipeline.gcpause import tune_for_worker
 from pipeline.settings import Settings
 from sinks.db import redact
 
@@ -124,6 +125,7 @@ def build_worker(settings: Settings, *, brain_dir: str | Path | None = None, opt
     partitions = prepare_topics(settings)
     brain = load_worker_brain(settings, brain_dir)
     gc.freeze()  # the brain (and the imported code) lives as long as the worker: keep it out of full collections
+    tune_for_worker(settings.gc_young_threshold)  # off by default: docs/performance.md, "Pipeline, session 7"
     from pipeline.agents.edge import EdgeSetupError
     from pipeline.compat import CompatError
 

@@ -126,7 +126,7 @@ class WindowCommit:
     def decide(self, records: Sequence[InRecord]) -> BatchOutput:
         """Step 1: decode and step every record against its session's saved state; writes nothing."""
         ctx = self.ctx
-        return ctx.processor.process(records, ctx.brain.index, ctx.table.get, now_ms())
+        return ctx.processor.process(records, ctx.brain.index, ctx.table.reader(), now_ms())
 
     async def publish(self, out: BatchOutput, backoff: Backoff) -> bool:
         """Step 2: send the Volunteered records and dead letters with one wait for the broker.

@@ -28,7 +28,7 @@ from topics.records import (
     DeadLetter,
     InvalidRecord,
     check_turn_number,
-    decode_turn,
+    decode_turn_fields,
     rfc3339_ms,
 )
 
@@ -109,14 +109,16 @@ class WindowProcessor:
                 self._deliver(out, rec, rec.key, rec.value, load, now_ms)
                 continue
             try:
-                turn = decode_turn(rec.value, rec.key, max_text_bytes=self.max_text_bytes,
-                                   max_session_id_chars=self.max_session_id_chars)
+                # the fields without the frozen Turn, whose __init__ was a third of decoding (topics/records.py)
+                fields = decode_turn_fields(rec.value, rec.key, max_text_bytes=self.max_text_bytes,
+                                            max_session_id_chars=self.max_session_id_chars)
             except InvalidRecord as exc:
                 self._dead(out, rec, exc.code, exc.message, now_ms)
                 continue
-            if turn is None:  # blank text: not a turn, nothing to do
+            if fields is None:  # blank text: not a turn, nothing to do
                 out.skipped += 1
                 continue
+            session_id, role, text, turn_no, ts_ms, source_id, turn_channel = fields
             session = states.get(rec.key)
             if session is None:
                 session = self._load(rec.key, load)
@@ -125,20 +127,20 @@ class WindowProcessor:
                 out.skipped += 1
                 continue
             try:
-                check_turn_number(session.state.last_turn, turn.turn)
+                check_turn_number(session.state.last_turn, turn_no)
             except InvalidRecord as exc:
                 self._dead(out, rec, exc.code, exc.message, now_ms)
                 continue
-            source = turn.source_id or self.default_source
-            channel = turn.channel or self.default_channel
+            source = source_id or self.default_source
+            channel = turn_channel or self.default_channel
             hook_turn = is_hook_channel(channel)
             try:
-                result = step(session.state, turn.role, turn.text, brain, source_id=source,
+                result = step(session.state, role, text, brain, source_id=source,
                               options=self.hook_options if hook_turn else self.stream_options,
-                              turn_no=turn.turn, now_ms=now_ms, tally=out.tally)
+                              turn_no=turn_no, now_ms=now_ms, tally=out.tally)
             except Exception as exc:  # a bug in the core must not stop the stream: dead-letter the turn
-                log.exception("processing failed for a turn of session %r", turn.session_id,
-                              extra={"session_id": turn.session_id})
+                log.exception("processing failed for a turn of session %r", session_id,
+                              extra={"session_id": session_id})
                 self._dead(out, rec, "processing_error", f"{type(exc).__name__}: {exc}"[:500], now_ms)
                 continue
             session.partition = rec.partition
@@ -155,14 +157,14 @@ class WindowProcessor:
                 continue
             out.turns += 1
             if hook_turn:  # items count once the hook prints them (agents/hooklane.py)
-                out.proposals.append(propose(session.state, turn.session_id, result))
+                out.proposals.append(propose(session.state, session_id, result))
                 continue
             if not result.pages and not result.pointers:
                 continue
-            at = rfc3339_ms(turn.ts_ms if turn.ts_ms is not None else now_ms)
+            at = rfc3339_ms(ts_ms if ts_ms is not None else now_ms)
             for kind, items in (("pointer", result.pointers), ("page", result.pages)):
                 for page in items:
-                    event = volunteered_event(turn.session_id, result.turn, page, channel, at, kind)
+                    event = volunteered_event(session_id, result.turn, page, channel, at, kind)
                     out.volunteered.append((rec.key, event.to_json()))
         return out
 

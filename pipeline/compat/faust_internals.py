@@ -8,7 +8,8 @@ port. The instance-level parts are checked where they are read, with the same gu
   (``Producer._ensure_producer``), its partitioner (``_partitioner``) and the metadata wait
   (``AIOKafkaClient._wait_on_metadata``), so records land where ``send`` would put them;
 - the session table (:mod:`pipeline.agents.session_table`): the memory store's key -> partition
-  map (``Store._key_partition``), which it must know for locally written keys;
+  map (``Store._key_partition``), which it must know for locally written keys, and its values
+  (``Store.data``), which the window agent reads a batch's states from;
 - the worker metrics (:mod:`pipeline.worker_metrics`): the table's store and the app's consumer
   without creating them from the scrape thread (``Collection._data``, ``App._consumer``) and the
   consumer's committed offsets (``Consumer._committed_offset``);
@@ -19,7 +20,7 @@ port. The instance-level parts are checked where they are read, with the same gu
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 import faust
@@ -60,6 +61,13 @@ class FaustInternals:
         require(PATCH, store, "_key_partition")
         tracked: MutableMapping[Any, int] = store._key_partition
         return tracked
+
+    def store_values(self, store: Any) -> Mapping[Any, Any] | None:
+        if not isinstance(store, MemoryStore):
+            return None
+        require(PATCH, store, "data")
+        values: Mapping[Any, Any] = store.data
+        return values
 
     def created_store(self, table: Any) -> Any | None:
         require(PATCH, table, "_data")

@@ -94,7 +94,7 @@ def window_context(log: Log, producer: Producer, owned: set[int]) -> Any:
         app=SimpleNamespace(producer=producer, should_stop=False, rebalancing_count=0),
         settings=SimpleNamespace(topic_volunteered="volunteered", topic_dlq="dlq", topic_turns="turns"),
         processor=processor, brain=SimpleNamespace(index=None),
-        table=SimpleNamespace(get=lambda key: None, save_many=save_many, saved=saved),
+        table=SimpleNamespace(reader=lambda: (lambda key: None), save_many=save_many, saved=saved),
         assigned_partitions=lambda topic: owned, counters=Counters(),
         metrics=SimpleNamespace(window_batch=lambda records, out, seconds: log.append("measure")),
         answers=SimpleNamespace(resolve=lambda proposals: log.append("wake hooks")), lane=FastLane())

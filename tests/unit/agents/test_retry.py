@@ -81,7 +81,7 @@ def test_a_type_error_propagates_from_publishing_a_window_batch_at_once() -> Non
 
     settings = SimpleNamespace(topic_volunteered="volunteered", topic_dlq="dlq", topic_turns="turns")
     ctx = context(producer, settings=settings, processor=SimpleNamespace(process=process),
-                  brain=SimpleNamespace(index=None), table=SimpleNamespace(get=lambda key: None))
+                  brain=SimpleNamespace(index=None), table=SimpleNamespace(reader=lambda: (lambda key: None)))
     with pytest.raises(TypeError, match="a bug"):
         asyncio.run(WindowCommit(ctx).make_durable([InRecord(b"s", b"{}", 0, 0)]))
     assert len(decided) == 1 and producer.calls == 1

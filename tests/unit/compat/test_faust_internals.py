@@ -37,6 +37,27 @@ def test_reads_of_a_real_app_table_and_memory_store() -> None:
     assert access.key_partitions(object()) is None  # a store kind without such a map: said, not guessed
 
 
+def test_the_memory_store_values_are_the_stores_own_mapping() -> None:
+    access = faust_internals.FaustInternals()
+    app = faust.App("internals-unit-values", broker="kafka://127.0.0.1:1", store="memory://")
+    table = app.Table("t3", key_type=bytes, value_type=bytes, partitions=2)
+    store: Any = table.data
+    values = access.store_values(store)
+    assert values is store.data
+    store[b"k"] = b"v"
+    assert values.get(b"k") == table.get(b"k") == b"v"
+    assert values.get(b"other") is table.get(b"other") is None
+    assert access.store_values(object()) is None  # a store kind that keeps none: the caller uses table.get
+
+
+def test_a_memory_store_without_its_values_is_refused() -> None:
+    app = faust.App("internals-unit-novalues", broker="kafka://127.0.0.1:1", store="memory://")
+    store: Any = app.Table("t4", key_type=bytes, value_type=bytes, partitions=2).data
+    del store.data
+    with pytest.raises(CompatError, match=r"compat patch faust-internals: faust\.stores\.memory\.Store instance has no data"):
+        faust_internals.FaustInternals().store_values(store)
+
+
 def test_a_memory_store_without_its_key_map_is_refused() -> None:
     app = faust.App("internals-unit-missing", broker="kafka://127.0.0.1:1", store="memory://")
     store: Any = app.Table("t2", key_type=bytes, value_type=bytes, partitions=2).data
