@@ -22,6 +22,9 @@ import topics.records as records
 from tests.reliability.fuzz_records import MAX_TEXT_BYTES, FuzzRecord, fuzz_record
 
 SOURCE = Path(selected.__file__).with_name("turn_record.py")
+WORKER_ONLY = frozenset({"missing_key", "fake_delivery"})
+"""Defects the worker's edge catches before these rules run (a record without a key, a hook delivery
+record): the fields' own codes for them are not the dead letter's, so only agreement is checked."""
 
 
 def _plain() -> ModuleType:
@@ -58,8 +61,8 @@ def test_both_builds_agree_on_every_fuzzed_record(record: FuzzRecord) -> None:
     assert mine == plain
     if record.kind == "good":
         assert (isinstance(mine, tuple) and mine[0] != "invalid") or mine is None
-    elif isinstance(mine, tuple) and mine[0] == "invalid":
-        assert mine[1] in record.codes | {"missing_key", "invalid_delivery"}, (record.kind, mine)
+    elif record.kind not in WORKER_ONLY and isinstance(mine, tuple) and mine[0] == "invalid":
+        assert mine[1] in record.codes, (record.kind, mine)
 
 
 @pytest.mark.parametrize(("obj", "expected"), [
