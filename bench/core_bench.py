@@ -73,6 +73,7 @@ def clear_text_caches(brain: BrainIndex | None = None) -> None:
                   resolve_mod._relevance_memo):
         cache.clear()
     resolve_mod._codes.clear()
+    resolve_mod._pointers.clear()
     if brain is not None:
         brain._query_cache.clear()
         brain._synopsis.clear()

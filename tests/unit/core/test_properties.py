@@ -334,3 +334,26 @@ def test_extraction_equals_the_straightforward_extraction(text: str) -> None:
     assert ex._extract(text) == expected
     assert ex._extract(text) == expected  # warm caches
 
+
+WINDOWS = st.lists(st.lists(TURN, min_size=1, max_size=4), min_size=1, max_size=6)
+
+
+@PROPS
+@given(windows=WINDOWS, lexical=st.booleans())
+def test_reused_pointers_and_slug_claims_resolve_as_fresh_ones(
+    conformance_brain: BrainIndex, windows: list[list[tuple[str, str]]], lexical: bool
+) -> None:
+    """The resolver reuses the pointer it last built for a page when the arm, the norm and the label
+    are the same, and claims pages by slug alone when one source is in scope. Windows resolved one
+    after another (the same pages under other arms, norms and labels) must give the pointers of a
+    fresh build each time, and the same as a scope with a second source that has nothing."""
+    from pipeline.core import resolve as r
+
+    merged = [extract_window(turns) for turns in windows]
+    expected = []
+    for candidates in merged:
+        r._pointers.clear()
+        expected.append(resolve(candidates, conformance_brain, ["default"], lexical_arms=lexical))
+    r._pointers.clear()
+    assert [resolve(c, conformance_brain, ["default"], lexical_arms=lexical) for c in merged] == expected
+    assert [resolve(c, conformance_brain, ["default", "no-such-source"], lexical_arms=lexical) for c in merged] == expected
