@@ -263,12 +263,19 @@ def resolve_with_index(
     if row_ids:
         in_scope = frozenset(scope)
         by_id = brain.pages_by_id
-        rows = [page for page in [by_id[i] for i in sorted(row_ids)] if page.source_id in in_scope]
+        facts = _of_brain(_row_facts, brain)
         surname_hits: dict[str, list[Page]] = {}
         surname_coverage: dict[str, int] = {}
-        for page in rows:
-            title_lc = page.title.lower()
-            token = _surname_of(page, title_lc, surname_to_norm) if surname_to_norm else None
+        row_order: list[Any] = sorted(row_ids)  # Any: the set's own int objects are the keys below, none boxed again
+        for page_id in row_order:
+            page = by_id[page_id]
+            if page.source_id not in in_scope:
+                continue
+            known = facts.get(page_id)
+            if known is None:
+                known = _facts_of(facts, page_id, page)
+            title_lc, surname, tail = known
+            token = surname if surname is not None and surname in surname_to_norm else None
             if token is not None:
                 surname_coverage[token] = surname_coverage.get(token, 0) + 1
             title_norm = titles_lc.get(title_lc)
@@ -277,7 +284,7 @@ def resolve_with_index(
                 continue
             slug_norm = slug_to_norm.get(page.slug)
             if slug_norm is None:
-                slug_norm = slug_to_norm.get(page.slug[page.slug.rfind("/") + 1 :])
+                slug_norm = slug_to_norm.get(tail)
             if slug_norm is not None:
                 _push(claimed, single, pushes, page, "slug-suffix", slug_norm)
                 continue
@@ -370,12 +377,21 @@ def _cjk_arm(
             _push(claimed, single, pushes, pages[0], "cjk-title", n)
 
 
-def _surname_of(page: Page, title_lc: str, surname_to_norm: dict[str, str]) -> str | None:
-    """The armed surname token a person page's lowercased title ends with (after a space), if any."""
-    if not surname_to_norm or page.type != "person":
-        return None
-    space = title_lc.rfind(" ")
-    if space == -1:
-        return None
-    token = title_lc[space + 1 :]
-    return token if token in surname_to_norm else None
+_RowFacts = tuple[str, str | None, str]
+_ROW_FACTS_MAX: Final = 50_000
+_row_facts: Final[dict[object, dict[int, _RowFacts]]] = {}
+"""brain token -> page id -> :func:`_facts_of` of that page (two brains kept, like :data:`_codes`)."""
+
+
+def _facts_of(facts: dict[int, _RowFacts], page_id: Any, page: Page) -> _RowFacts:
+    """What arm 2 reads of a row, kept per page: its lowercased title, the surname token of a person
+    page (what follows the title's last space), and its slug tail. A page comes back as a row in
+    every window its name stays in; computed per row, the lowercase and the two slices were new
+    strings to hash for every lookup. At most 50,000 pages kept (then started over)."""
+    title_lc = page.title.lower()
+    space = title_lc.rfind(" ") if page.type == "person" else -1
+    found = (title_lc, title_lc[space + 1 :] if space != -1 else None, page.slug[page.slug.rfind("/") + 1 :])
+    if len(facts) >= _ROW_FACTS_MAX:
+        facts.clear()
+    facts[page_id] = found
+    return found

@@ -344,7 +344,8 @@ def test_reused_pointers_and_slug_claims_resolve_as_fresh_ones(
     conformance_brain: BrainIndex, windows: list[list[tuple[str, str]]], lexical: bool
 ) -> None:
     """The resolver reuses the pointer it last built for a page when the arm, the norm and the label
-    are the same, and claims pages by slug alone when one source is in scope. Windows resolved one
+    are the same, keeps what arm 2 reads of a row per page (``_row_facts``), and claims pages by
+    slug alone when one source is in scope. Windows resolved one
     after another (the same pages under other arms, norms and labels) must give the pointers of a
     fresh build each time, and the same as a scope with a second source that has nothing."""
     from pipeline.core import resolve as r
@@ -353,7 +354,10 @@ def test_reused_pointers_and_slug_claims_resolve_as_fresh_ones(
     expected = []
     for candidates in merged:
         r._pointers.clear()
+        r._row_facts.clear()
         expected.append(resolve(candidates, conformance_brain, ["default"], lexical_arms=lexical))
     r._pointers.clear()
+    r._row_facts.clear()
     assert [resolve(c, conformance_brain, ["default"], lexical_arms=lexical) for c in merged] == expected
     assert [resolve(c, conformance_brain, ["default", "no-such-source"], lexical_arms=lexical) for c in merged] == expected
+
