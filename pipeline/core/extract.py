@@ -152,10 +152,16 @@ _DROP: Final = 1
 _KEEP_IF_MID: Final = 2
 _Sighting = tuple[str, str, str, int, Candidate]
 _CACHE_MAX: Final = 100_000
-_surface_cache: Final[dict[str, tuple[_Sighting, _Sighting | None]]] = {}
-_handle_cache: Final[dict[str, _Sighting]] = {}
-_weak_cache: Final[dict[str, Candidate]] = {}
-_word_cache: Final[dict[str, tuple[Candidate, ...]]] = {}
+# The caches' values and the reads of them in ``_extract`` are typed ``Any`` on purpose: the compiled
+# core unpacks a value typed as a fixed tuple into C fields when it reads it, and packs a new tuple
+# when it stores or appends it again; typed ``Any``, the cached tuple itself is what a turn's list holds.
+_surface_cache: Final[dict[str, Any]] = {}
+"""surface -> ``(sighting, trimmed sighting or None)`` (:func:`_surface`)."""
+_handle_cache: Final[dict[str, Any]] = {}
+"""handle -> its sighting."""
+_weak_cache: Final[dict[str, Any]] = {}
+"""token -> its weak candidate, or :data:`_NOT_WEAK`."""
+_word_cache: Final[dict[str, tuple[Any, ...]]] = {}
 """ASCII word (a piece of ``str.split``) -> the weak candidates of its tokens, in order (see :func:`_word_weak`)."""
 _NOT_WEAK: Final[Candidate] = ("", "", "", True)
 """What :data:`_weak_cache` holds for a word that is no weak candidate (an empty norm: never one)."""
@@ -201,15 +207,16 @@ def _weak(token: str) -> Candidate | None:
     return (raw, raw, norm, True) if norm else None
 
 
-def _weak_cached(token: str) -> Candidate:
-    """:func:`_weak` through :data:`_weak_cache`, with :data:`_NOT_WEAK` for no candidate."""
-    weak = _weak_cache.get(token)
+def _weak_cached(token: str) -> Any:
+    """:func:`_weak` through :data:`_weak_cache`, with :data:`_NOT_WEAK` for no candidate (``Any``:
+    the cached tuple itself, see above)."""
+    weak: Any = _weak_cache.get(token)
     if weak is None:
         weak = _bounded(_weak_cache)[token] = _weak(token) or _NOT_WEAK
     return weak
 
 
-def _word_weak(word: str) -> tuple[Candidate, ...]:
+def _word_weak(word: str) -> tuple[Any, ...]:
     """The weak candidates of one ASCII word (no whitespace), in token order: what the weak-token
     scan yields for it, through :func:`_weak`. A text's ASCII weak tokens are its words' tokens in
     word order (:func:`weak_tokens_ascii` finds them word by word), so a text's weak candidates are
@@ -218,8 +225,8 @@ def _word_weak(word: str) -> tuple[Candidate, ...]:
     return tuple([weak for weak in map(_weak_cached, weak_tokens_ascii(word)) if weak[2]])
 
 
-def _word_weak_cached(word: str) -> tuple[Candidate, ...]:
-    found = _word_cache.get(word)
+def _word_weak_cached(word: str) -> tuple[Any, ...]:
+    found: tuple[Any, ...] | None = _word_cache.get(word)
     if found is None:
         found = _bounded(_word_cache)[word] = _word_weak(word)
     return found
@@ -266,11 +273,11 @@ def _extract(text: str) -> list[Candidate]:
 
     # norm -> its first sighting; dict order is first-seen order (handles first). ``mid``: the norms
     # seen mid-sentence at least once (a handle always counts as one).
-    first: dict[str, _Sighting] = {}
+    first: dict[str, Any] = {}
     mid: set[str] = set()
     if "@" in text:
         for handle in _HANDLE_RE.findall(text):
-            sighting = _handle_cache.get(handle)
+            sighting: Any = _handle_cache.get(handle)
             if sighting is None:
                 sighting = _bounded(_handle_cache)[handle] = _sighting("@" + handle, handle)
             norm = sighting[2]
@@ -285,10 +292,11 @@ def _extract(text: str) -> list[Candidate]:
         _CAP_RUN_ASCII_RE if ascii_only else _CAP_RUN_RE).finditer(text)
     for m in runs:
         surface = m.group(0)
-        info = _surface_cache.get(surface)
+        info: Any = _surface_cache.get(surface)
         if info is None:
             info = _bounded(_surface_cache)[surface] = _surface(surface)
-        run, trimmed = info
+        run = info[0]
+        trimmed = info[1]
         norm = run[2]
         if norm:
             first.setdefault(norm, run)
@@ -298,7 +306,7 @@ def _extract(text: str) -> list[Candidate]:
             first.setdefault(trimmed[2], trimmed)
             mid.add(trimmed[2])
 
-    out: list[Candidate] = []
+    out: list[Any] = []  # Any: the cached candidate tuples go in as they are
     strong_norms: set[str] = set()
     for norm, sighting in first.items():
         klass = sighting[3]
@@ -311,7 +319,7 @@ def _extract(text: str) -> list[Candidate]:
 
     weak_seen: set[str] = set()
     weak_count = 0
-    groups: list[tuple[Candidate, ...]] = (
+    groups: list[tuple[Any, ...]] = (
         [_word_weak_cached(word) for word in text.split()] if ascii_only
         else [(_weak_cached(token),) for token in _WEAK_TOKEN_RE.findall(text)])
     for group in groups:
