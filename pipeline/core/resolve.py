@@ -23,6 +23,7 @@ from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import CJK_CHARS, Candidate
 from pipeline.core.gate import candidates_by_norm
 from pipeline.core.memo import Memo
+from pipeline.core.normalize import is_plain
 from pipeline.core.pages import Page
 from pipeline.core.types import ARM_CONFIDENCE, Pointer, new_pointer
 from pipeline.core.window import WindowCandidate
@@ -60,19 +61,7 @@ def could_resolve(turns: Sequence[tuple[str, Sequence[Candidate]]], brain: Brain
 
 
 _odd_titles: Final[dict[object, frozenset[str]]] = {}
-"""brain token -> norms of live titles whose lowercase is not already their norm (see below)."""
-
-
-def _plain_title(title: str) -> bool:
-    """Cheap proof that ``normalize_alias(title) == title.lower()``: ASCII (NFKC changes nothing),
-    printable (no whitespace but the space), single spaces inside, no space or quote/bracket at
-    either end (nothing to trim or strip)."""
-    return (title.isascii() and title.isprintable() and "  " not in title and title[:1] not in _NOT_FIRST
-            and title[-1:] not in _NOT_LAST)
-
-
-_NOT_FIRST: Final = " \"'`[("  # '' is "in" every string: an empty title is not plain (its norm is '' too)
-_NOT_LAST: Final = " \"'`])"
+"""brain token -> norms of live titles whose lowercase is not already their norm (:func:`_odd_title_norms`)."""
 
 
 def _odd_title_norms(brain: BrainIndex) -> frozenset[str]:
@@ -83,7 +72,7 @@ def _odd_title_norms(brain: BrainIndex) -> frozenset[str]:
         found: set[str] = set()
         for page in brain.pages_by_id.values():
             title = page.title
-            if not _plain_title(title):
+            if not is_plain(title):
                 norm = brain.title_norm(page)
                 if norm != title.lower():
                     found.add(norm)

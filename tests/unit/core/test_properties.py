@@ -361,3 +361,13 @@ def test_reused_pointers_and_slug_claims_resolve_as_fresh_ones(
     assert [resolve(c, conformance_brain, ["default"], lexical_arms=lexical) for c in merged] == expected
     assert [resolve(c, conformance_brain, ["default", "no-such-source"], lexical_arms=lexical) for c in merged] == expected
 
+
+@settings(max_examples=1000, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("aZ09 .-'\"`[]()\t\n\u00a0\u3000\ufeff\u212b\uff21é")), max_size=10)
+       | ASCII_TEXT | TEXT)
+def test_the_plain_shortcut_normalizes_like_every_step(text: str) -> None:
+    """``normalize_alias`` only lowercases a text ``is_plain`` accepts; that must be what the whole
+    normalisation (NFKC, whitespace, wrappers, trims) gives, for any text."""
+    from pipeline.core import normalize
+
+    assert normalize.normalize_alias(text) == normalize._normalize_fully(text)
