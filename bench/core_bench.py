@@ -69,9 +69,12 @@ def clear_text_caches(brain: BrainIndex | None = None) -> None:
     from pipeline.core import resolve as resolve_mod
 
     for cache in (extract_mod._surface_cache, extract_mod._handle_cache, extract_mod._weak_cache,
-                  extract_mod._text_memo, extract_mod._long_memo, op_mod._window_memo, resolve_mod._relevance_memo):
+                  extract_mod._word_cache, extract_mod._text_memo, extract_mod._long_memo, op_mod._window_memo,
+                  resolve_mod._relevance_memo):
         cache.clear()
     resolve_mod._codes.clear()
+    resolve_mod._pointers.clear()
+    resolve_mod._row_facts.clear()
     if brain is not None:
         brain._query_cache.clear()
         brain._synopsis.clear()

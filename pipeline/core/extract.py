@@ -142,17 +142,27 @@ def has_cjk(text: str) -> bool:
     return _CJK_RUN_RE.search(text) is not None
 
 
-# A strong sighting before filtering: (display, query, norm, filter class). Class 0 keeps it,
-# 1 drops it (single token: too short, a number, a hard stopword), 2 keeps it only if it is ever
-# seen mid-sentence (single-token soft common word). Cached per surface: chat repeats itself.
+# A strong sighting before filtering: (display, query, norm, filter class, candidate). Class 0 keeps
+# it, 1 drops it (single token: too short, a number, a hard stopword), 2 keeps it only if it is ever
+# seen mid-sentence (single-token soft common word). The candidate ``(display, query, norm, False)``
+# is built once with the sighting, so every turn that keeps it shares that tuple instead of building
+# its own. Cached per surface: chat repeats itself.
 _KEEP: Final = 0
 _DROP: Final = 1
 _KEEP_IF_MID: Final = 2
-_Sighting = tuple[str, str, str, int]
+_Sighting = tuple[str, str, str, int, Candidate]
 _CACHE_MAX: Final = 100_000
-_surface_cache: Final[dict[str, tuple[_Sighting, _Sighting | None]]] = {}
-_handle_cache: Final[dict[str, _Sighting]] = {}
-_weak_cache: Final[dict[str, Candidate]] = {}
+# The caches' values and the reads of them in ``_extract`` are typed ``Any`` on purpose: the compiled
+# core unpacks a value typed as a fixed tuple into C fields when it reads it, and packs a new tuple
+# when it stores or appends it again; typed ``Any``, the cached tuple itself is what a turn's list holds.
+_surface_cache: Final[dict[str, Any]] = {}
+"""surface -> ``(sighting, trimmed sighting or None)`` (:func:`_surface`)."""
+_handle_cache: Final[dict[str, Any]] = {}
+"""handle -> its sighting."""
+_weak_cache: Final[dict[str, Any]] = {}
+"""token -> its weak candidate, or :data:`_NOT_WEAK`."""
+_word_cache: Final[dict[str, tuple[Any, ...]]] = {}
+"""ASCII word (a piece of ``str.split``) -> the weak candidates of its tokens, in order (see :func:`_word_weak`)."""
 _NOT_WEAK: Final[Candidate] = ("", "", "", True)
 """What :data:`_weak_cache` holds for a word that is no weak candidate (an empty norm: never one)."""
 
@@ -168,7 +178,8 @@ def _sighting(raw_display: str, raw_query: str) -> _Sighting:
             klass = _DROP
         else:
             klass = _KEEP_IF_MID if lc in COMMON_WORDS else _KEEP
-    return (raw_display.strip(JS_WHITESPACE), query, norm, klass)
+    display = raw_display.strip(JS_WHITESPACE)
+    return (display, query, norm, klass, (display, query, norm, False))
 
 
 def _surface(surface: str) -> tuple[_Sighting, _Sighting | None]:
@@ -194,6 +205,31 @@ def _weak(token: str) -> Candidate | None:
         return None
     norm = normalize_alias(raw)
     return (raw, raw, norm, True) if norm else None
+
+
+def _weak_cached(token: str) -> Any:
+    """:func:`_weak` through :data:`_weak_cache`, with :data:`_NOT_WEAK` for no candidate (``Any``:
+    the cached tuple itself, see above)."""
+    weak: Any = _weak_cache.get(token)
+    if weak is None:
+        weak = _bounded(_weak_cache)[token] = _weak(token) or _NOT_WEAK
+    return weak
+
+
+def _word_weak(word: str) -> tuple[Any, ...]:
+    """The weak candidates of one ASCII word (no whitespace), in token order: what the weak-token
+    scan yields for it, through :func:`_weak`. A text's ASCII weak tokens are its words' tokens in
+    word order (:func:`weak_tokens_ascii` finds them word by word), so a text's weak candidates are
+    its words' tuples in a row, each word looked up once in :data:`_word_cache` instead of tested
+    and split again at every turn."""
+    return tuple([weak for weak in map(_weak_cached, weak_tokens_ascii(word)) if weak[2]])
+
+
+def _word_weak_cached(word: str) -> tuple[Any, ...]:
+    found: tuple[Any, ...] | None = _word_cache.get(word)
+    if found is None:
+        found = _bounded(_word_cache)[word] = _word_weak(word)
+    return found
 
 
 def _bounded(cache: dict[str, Any]) -> dict[str, Any]:
@@ -235,71 +271,69 @@ def extract_candidates(text: object) -> list[Candidate]:
 def _extract(text: str) -> list[Candidate]:
     """:func:`extract_candidates` without the memo."""
 
-    # norm -> [sighting, seen_mid_sentence]; dict order is first-seen order (handles first).
-    acc: dict[str, list[Any]] = {}
+    # norm -> its first sighting; dict order is first-seen order (handles first). ``mid``: the norms
+    # seen mid-sentence at least once (a handle always counts as one).
+    first: dict[str, Any] = {}
+    mid: set[str] = set()
     if "@" in text:
         for handle in _HANDLE_RE.findall(text):
-            sighting = _handle_cache.get(handle)
+            sighting: Any = _handle_cache.get(handle)
             if sighting is None:
                 sighting = _bounded(_handle_cache)[handle] = _sighting("@" + handle, handle)
             norm = sighting[2]
             if norm:
-                entry = acc.get(norm)
-                if entry is None:
-                    acc[norm] = [sighting, True]
-                else:
-                    entry[1] = True
+                first.setdefault(norm, sighting)
+                mid.add(norm)
 
     ascii_only = text.isascii()
-    # An ASCII text with no capital (``islower``: cased characters, all lowercase) has no run: skip the scan.
-    runs = () if ascii_only and text.islower() else (_CAP_RUN_ASCII_RE if ascii_only else _CAP_RUN_RE).finditer(text)
+    # An ASCII text without a capital has no run: skip the scan. (``lower() == text`` says so in one
+    # pass over bytes; ``islower`` looked every character up in the Unicode tables.)
+    runs = () if ascii_only and text.lower() == text else (
+        _CAP_RUN_ASCII_RE if ascii_only else _CAP_RUN_RE).finditer(text)
     for m in runs:
         surface = m.group(0)
-        info = _surface_cache.get(surface)
+        info: Any = _surface_cache.get(surface)
         if info is None:
             info = _bounded(_surface_cache)[surface] = _surface(surface)
-        run, trimmed = info
+        run = info[0]
+        trimmed = info[1]
         norm = run[2]
         if norm:
-            mid = not is_at_sentence_start(text, m.start())
-            entry = acc.get(norm)
-            if entry is None:
-                acc[norm] = [run, mid]
-            elif mid:
-                entry[1] = True
+            first.setdefault(norm, run)
+            if norm not in mid and not is_at_sentence_start(text, m.start()):
+                mid.add(norm)
         if trimmed is not None and trimmed[2]:
-            entry = acc.get(trimmed[2])
-            if entry is None:
-                acc[trimmed[2]] = [trimmed, True]
-            else:
-                entry[1] = True
+            first.setdefault(trimmed[2], trimmed)
+            mid.add(trimmed[2])
 
-    out: list[Candidate] = []
+    out: list[Any] = []  # Any: the cached candidate tuples go in as they are
     strong_norms: set[str] = set()
-    for norm, (sighting, seen_mid) in acc.items():
+    for norm, sighting in first.items():
         klass = sighting[3]
-        if klass == _DROP or (klass == _KEEP_IF_MID and not seen_mid):
+        if klass == _DROP or (klass == _KEEP_IF_MID and norm not in mid):
             continue
-        out.append((sighting[0], sighting[1], norm, False))
+        out.append(sighting[4])
         strong_norms.add(norm)
         if len(out) >= MAX_CANDIDATES:
             break
 
     weak_seen: set[str] = set()
     weak_count = 0
-    tokens: list[str] = weak_tokens_ascii(text) if ascii_only else _WEAK_TOKEN_RE.findall(text)
-    for token in tokens:
+    groups: list[tuple[Any, ...]] = (
+        [_word_weak_cached(word) for word in text.split()] if ascii_only
+        else [(_weak_cached(token),) for token in _WEAK_TOKEN_RE.findall(text)])
+    for group in groups:
         if weak_count >= MAX_WEAK_CANDIDATES:
             break
-        weak = _weak_cache.get(token)
-        if weak is None:
-            weak = _bounded(_weak_cache)[token] = _weak(token) or _NOT_WEAK
-        norm = weak[2]
-        if not norm or norm in strong_norms or norm in weak_seen:
-            continue
-        weak_seen.add(norm)
-        weak_count += 1
-        out.append(weak)
+        for weak in group:
+            norm = weak[2]
+            if not norm or norm in strong_norms or norm in weak_seen:
+                continue
+            if weak_count >= MAX_WEAK_CANDIDATES:
+                break
+            weak_seen.add(norm)
+            weak_count += 1
+            out.append(weak)
 
     if not ascii_only and has_cjk(text):
         _cjk_grams(text, out, strong_norms, weak_seen)

@@ -34,13 +34,32 @@ def collapse_whitespace(text: str) -> str:
     return js_trim(_WS_RUN.sub(" ", text))
 
 
+_NOT_FIRST: Final = " \"'`[("  # '' is "in" every string: an empty text is not plain (its norm is '' too)
+_NOT_LAST: Final = " \"'`])"
+
+
+def is_plain(text: str) -> bool:
+    """Cheap proof that ``normalize_alias(text) == text.lower()``: ASCII (NFKC changes nothing),
+    printable (no whitespace but the space), single spaces inside, no space or quote/bracket at
+    either end (nothing to trim or strip). Most names and words are plain."""
+    return (text.isascii() and text.isprintable() and "  " not in text and text[:1] not in _NOT_FIRST
+            and text[-1:] not in _NOT_LAST)
+
+
 def normalize_alias(raw: Any) -> str:
     """Alias key: NFKC, lowercase, whitespace collapsed, one layer of quotes/brackets stripped.
 
-    May return ``''``; callers skip empty results.
+    May return ``''``; callers skip empty results. A plain text (:func:`is_plain`) is only lowercased:
+    the normalisation and the three substitutions would change nothing, and they were most of a
+    first extraction's normalising (every new surface and word).
     """
     if not isinstance(raw, str):
         return ""
+    return raw.lower() if is_plain(raw) else _normalize_fully(raw)
+
+
+def _normalize_fully(raw: str) -> str:
+    """:func:`normalize_alias` of a string, every step taken."""
     text = unicodedata.normalize("NFKC", raw).lower()
     text = js_trim(_WS_RUN.sub(" ", text))
     text = _LEADING_WRAPPERS.sub("", text)

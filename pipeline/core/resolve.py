@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import CJK_CHARS, Candidate
 from pipeline.core.gate import candidates_by_norm
 from pipeline.core.memo import Memo
+from pipeline.core.normalize import is_plain
 from pipeline.core.pages import Page
 from pipeline.core.types import ARM_CONFIDENCE, Pointer, new_pointer
 from pipeline.core.window import WindowCandidate
@@ -60,19 +61,7 @@ def could_resolve(turns: Sequence[tuple[str, Sequence[Candidate]]], brain: Brain
 
 
 _odd_titles: Final[dict[object, frozenset[str]]] = {}
-"""brain token -> norms of live titles whose lowercase is not already their norm (see below)."""
-
-
-def _plain_title(title: str) -> bool:
-    """Cheap proof that ``normalize_alias(title) == title.lower()``: ASCII (NFKC changes nothing),
-    printable (no whitespace but the space), single spaces inside, no space or quote/bracket at
-    either end (nothing to trim or strip)."""
-    return (title.isascii() and title.isprintable() and "  " not in title and title[:1] not in _NOT_FIRST
-            and title[-1:] not in _NOT_LAST)
-
-
-_NOT_FIRST: Final = " \"'`[("  # '' is "in" every string: an empty title is not plain (its norm is '' too)
-_NOT_LAST: Final = " \"'`])"
+"""brain token -> norms of live titles whose lowercase is not already their norm (:func:`_odd_title_norms`)."""
 
 
 def _odd_title_norms(brain: BrainIndex) -> frozenset[str]:
@@ -83,7 +72,7 @@ def _odd_title_norms(brain: BrainIndex) -> frozenset[str]:
         found: set[str] = set()
         for page in brain.pages_by_id.values():
             title = page.title
-            if not _plain_title(title):
+            if not is_plain(title):
                 norm = brain.title_norm(page)
                 if norm != title.lower():
                     found.add(norm)
@@ -140,12 +129,18 @@ query's own never takes another's code)."""
 
 
 def _candidate_codes(brain: BrainIndex) -> dict[str, tuple[str, int]]:
-    codes = _codes.get(brain.token)
-    if codes is None:
-        if len(_codes) >= 2:
-            _codes.clear()
-        codes = _codes[brain.token] = {}
-    return codes
+    return _of_brain(_codes, brain)
+
+
+def _of_brain(store: dict[object, dict[Any, Any]], brain: BrainIndex) -> dict[Any, Any]:
+    """``brain``'s map in ``store`` (brain token -> map; two brains kept: the live one and the one it
+    replaces), made empty on first use."""
+    found = store.get(brain.token)
+    if found is None:
+        if len(store) >= 2:
+            store.clear()
+        found = store[brain.token] = {}
+    return found
 
 
 def _candidate_code(query: str, norm: str, brain: BrainIndex) -> int:
@@ -196,7 +191,7 @@ def resolve_with_index(
     resolved), so the gate can reuse it instead of building it again."""
     if not candidates or not source_ids:
         return [], {}
-    scope = source_ids if isinstance(source_ids, list | tuple) else list(source_ids)
+    scope = source_ids if isinstance(source_ids, (list, tuple)) else list(source_ids)  # not ``list | tuple``: a new union per call
 
     weak_norms = [c.norm for c in candidates if c.weak] if lexical_arms else []
     strong_norms: list[str] = []
@@ -223,7 +218,8 @@ def resolve_with_index(
         return [], {}
 
     pushes: list[_Push] = []
-    claimed: set[tuple[str, str]] = set()
+    claimed: set[object] = set()
+    single = len(scope) == 1
 
     # Arm 1: alias. Strong norms are unique per source; weak norms must be unique over the scope.
     alias_targets = brain.alias_index.get
@@ -234,7 +230,7 @@ def resolve_with_index(
             if slugs is not None and len(slugs) == 1:
                 page = brain.live_page(src, slugs[0])
                 if page is not None:
-                    _push(claimed, pushes, page, "alias", norm)
+                    _push(claimed, single, pushes, page, "alias", norm)
     for norm in weak_norms:
         targets = alias_targets(norm)
         if targets is None:
@@ -250,35 +246,42 @@ def resolve_with_index(
         if total == 1 and hit is not None:
             page = brain.live_page(*hit)
             if page is not None:
-                _push(claimed, pushes, page, "alias", norm)
+                _push(claimed, single, pushes, page, "alias", norm)
 
     # Arm 2: exact title, else exact slug / slug tail, else surname; rows in page-id order.
     if row_ids:
         in_scope = frozenset(scope)
         by_id = brain.pages_by_id
-        rows = [page for page in [by_id[i] for i in sorted(row_ids)] if page.source_id in in_scope]
+        facts = _of_brain(_row_facts, brain)
         surname_hits: dict[str, list[Page]] = {}
         surname_coverage: dict[str, int] = {}
-        for page in rows:
-            title_lc = page.title.lower()
-            token = _surname_of(page, title_lc, surname_to_norm) if surname_to_norm else None
+        row_order: list[Any] = sorted(row_ids)  # Any: the set's own int objects are the keys below, none boxed again
+        for page_id in row_order:
+            page = by_id[page_id]
+            if page.source_id not in in_scope:
+                continue
+            known = facts.get(page_id)
+            if known is None:
+                known = _facts_of(facts, page_id, page)
+            title_lc, surname, tail = known
+            token = surname if surname is not None and surname in surname_to_norm else None
             if token is not None:
                 surname_coverage[token] = surname_coverage.get(token, 0) + 1
             title_norm = titles_lc.get(title_lc)
             if title_norm is not None:
-                _push(claimed, pushes, page, "title", title_norm)
+                _push(claimed, single, pushes, page, "title", title_norm)
                 continue
             slug_norm = slug_to_norm.get(page.slug)
             if slug_norm is None:
-                slug_norm = slug_to_norm.get(page.slug[page.slug.rfind("/") + 1 :])
+                slug_norm = slug_to_norm.get(tail)
             if slug_norm is not None:
-                _push(claimed, pushes, page, "slug-suffix", slug_norm)
+                _push(claimed, single, pushes, page, "slug-suffix", slug_norm)
                 continue
             if token is not None:
                 surname_hits.setdefault(token, []).append(page)
         for token, hits in surname_hits.items():
             if len(hits) == 1 and surname_coverage.get(token) == 1:
-                _push(claimed, pushes, hits[0], "title-surname", surname_to_norm[token])
+                _push(claimed, single, pushes, hits[0], "title-surname", surname_to_norm[token])
 
     # Arm 2.5: pure-CJK weak n-grams no earlier arm resolved; exactly one page by title or slug.
     if weak_norms:
@@ -286,13 +289,14 @@ def resolve_with_index(
         if cjk_norms:
             resolved_norms = {norm for _, _, norm in pushes}
             cjk_norms = [n for n in cjk_norms if n not in resolved_norms]
-            _cjk_arm(cjk_norms, brain, frozenset(scope), claimed, pushes)
+            _cjk_arm(cjk_norms, brain, frozenset(scope), claimed, single, pushes)
 
     if not pushes:
         return [], {}
     prior_lc = prior_context.lower() if prior_context else ""
     by_norm = candidates_by_norm(candidates)
     pointers: list[Pointer] = []
+    made = _of_brain(_pointers, brain)
     for page, arm, norm in pushes:
         if prior_lc and page.slug.lower() in prior_lc:
             continue
@@ -301,23 +305,47 @@ def resolve_with_index(
         cand = by_norm.get(brain.title_norm(page))
         display = cand.display if cand is not None and (lexical_arms or not cand.weak) else ""
         display = display or page.title or page.slug[page.slug.rfind("/") + 1 :]
-        pointers.append(new_pointer(display, page.slug, page.source_id, brain.synopsis(page), arm, ARM_CONFIDENCE[arm],
-                                    norm))
+        pointers.append(_pointer(made, brain, page, display, arm, norm))
         if len(pointers) >= max_pointers:
             break
     return pointers, by_norm
 
 
-def _push(claimed: set[tuple[str, str]], pushes: list[_Push], page: Page, arm: str, norm: str) -> None:
-    """Push ``page`` by ``arm`` unless its ``(source_id, slug)`` was claimed by an earlier push."""
-    key = (page.source_id, page.slug)
+_pointers: Final[dict[object, dict[int, tuple[str, str, str, Pointer]]]] = {}
+"""brain token -> page id -> ``(arm, norm, display, pointer)``: the pointer last built for that page.
+The same page is resolved again in every window its mention stays in (a window of 4 turns: four
+times), and a pointer is a function of the page, the arm, the claiming norm and the label; building
+it (a named tuple, its synopsis and confidence looked up) cost more than this lookup."""
+
+
+def _pointer(made: dict[int, tuple[str, str, str, Pointer]], brain: BrainIndex, page: Page, display: str, arm: str,
+             norm: str) -> Pointer:
+    """``new_pointer(display, page.slug, page.source_id, brain.synopsis(page), arm, ARM_CONFIDENCE[arm],
+    norm)``, reusing the one ``made`` holds for ``page`` when it was built with the same arm, norm and label."""
+    page_id: Any = page.id
+    known = made.get(page_id)
+    if known is not None and known[0] == arm and known[1] == norm and known[2] == display:
+        return known[3]
+    pointer = new_pointer(display, page.slug, page.source_id, brain.synopsis(page), arm, ARM_CONFIDENCE[arm], norm)
+    if len(made) >= _CODES_MAX:
+        made.clear()
+    made[page_id] = (arm, norm, display, pointer)
+    return pointer
+
+
+def _push(claimed: set[object], single: bool, pushes: list[_Push], page: Page, arm: str, norm: str) -> None:
+    """Push ``page`` by ``arm`` unless its ``(source_id, slug)`` was claimed by an earlier push.
+
+    Every pushed page is a live page of the scope, so with one source in scope (``single``: the
+    stream's case) the slug alone names it, and no key tuple is built per push."""
+    key: object = page.slug if single else (page.source_id, page.slug)
     if key not in claimed:
         claimed.add(key)
         pushes.append((page, arm, norm))
 
 
 def _cjk_arm(
-    cjk_norms: list[str], brain: BrainIndex, in_scope: frozenset[str], claimed: set[tuple[str, str]],
+    cjk_norms: list[str], brain: BrainIndex, in_scope: frozenset[str], claimed: set[object], single: bool,
     pushes: list[_Push],
 ) -> None:
     """Push each CJK norm that names exactly one in-scope page by lowercased title or exact slug."""
@@ -335,15 +363,24 @@ def _cjk_arm(
                 hits.setdefault(n, []).append(page)
     for n, pages in hits.items():
         if len(pages) == 1:
-            _push(claimed, pushes, pages[0], "cjk-title", n)
+            _push(claimed, single, pushes, pages[0], "cjk-title", n)
 
 
-def _surname_of(page: Page, title_lc: str, surname_to_norm: dict[str, str]) -> str | None:
-    """The armed surname token a person page's lowercased title ends with (after a space), if any."""
-    if not surname_to_norm or page.type != "person":
-        return None
-    space = title_lc.rfind(" ")
-    if space == -1:
-        return None
-    token = title_lc[space + 1 :]
-    return token if token in surname_to_norm else None
+_RowFacts = tuple[str, str | None, str]
+_ROW_FACTS_MAX: Final = 50_000
+_row_facts: Final[dict[object, dict[int, _RowFacts]]] = {}
+"""brain token -> page id -> :func:`_facts_of` of that page (two brains kept, like :data:`_codes`)."""
+
+
+def _facts_of(facts: dict[int, _RowFacts], page_id: Any, page: Page) -> _RowFacts:
+    """What arm 2 reads of a row, kept per page: its lowercased title, the surname token of a person
+    page (what follows the title's last space), and its slug tail. A page comes back as a row in
+    every window its name stays in; computed per row, the lowercase and the two slices were new
+    strings to hash for every lookup. At most 50,000 pages kept (then started over)."""
+    title_lc = page.title.lower()
+    space = title_lc.rfind(" ") if page.type == "person" else -1
+    found = (title_lc, title_lc[space + 1 :] if space != -1 else None, page.slug[page.slug.rfind("/") + 1 :])
+    if len(facts) >= _ROW_FACTS_MAX:
+        facts.clear()
+    facts[page_id] = found
+    return found

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pipeline.core.brain import BrainIndex
@@ -266,3 +266,108 @@ def test_turn_prefix_answers_like_the_turn_prefix_regex(line: str) -> None:
     m = TURN_PREFIX_RE.match(line)
     assert turn_prefix(line) == ((m.group(1).lower(), m.group(2)) if m else None)
     assert _split_lines(line) == re.split(r"\r?\n", line)
+
+
+def _reference_extract(text: str) -> list[Any]:
+    """Candidates of one turn the straightforward way (the Unicode patterns, a list per norm, no
+    word cache, no capital pre-check): what ``extract._extract`` must equal."""
+    from pipeline.core import extract as ex
+
+    acc: dict[str, list[Any]] = {}  # norm -> [first sighting, seen mid-sentence]
+    for handle in ex._HANDLE_RE.findall(text):
+        sighting = ex._sighting("@" + handle, handle)
+        if sighting[2]:
+            acc.setdefault(sighting[2], [sighting, False])[1] = True
+    for m in ex._CAP_RUN_RE.finditer(text):
+        run, trimmed = ex._surface(m.group(0))
+        if run[2]:
+            entry = acc.setdefault(run[2], [run, False])
+            entry[1] = entry[1] or not ex.is_at_sentence_start(text, m.start())
+        if trimmed is not None and trimmed[2]:
+            acc.setdefault(trimmed[2], [trimmed, False])[1] = True
+    out: list[Any] = []
+    strong: set[str] = set()
+    for norm, (sighting, seen_mid) in acc.items():
+        if sighting[3] == ex._DROP or (sighting[3] == ex._KEEP_IF_MID and not seen_mid):
+            continue
+        out.append((sighting[0], sighting[1], norm, False))
+        strong.add(norm)
+        if len(out) >= ex.MAX_CANDIDATES:
+            break
+    weak_seen: set[str] = set()
+    for token in ex._WEAK_TOKEN_RE.findall(text):
+        if len(weak_seen) >= ex.MAX_WEAK_CANDIDATES:
+            break
+        weak = ex._weak(token)
+        if weak is not None and weak[2] not in strong and weak[2] not in weak_seen:
+            weak_seen.add(weak[2])
+            out.append(weak)
+    if ex.has_cjk(text):
+        ex._cjk_grams(text, out, strong, weak_seen)
+    return out
+
+
+WORDY_TEXT = st.lists(st.one_of(st.sampled_from(VOCAB), FILLER, st.sampled_from(
+    ["x-ray", "re-do", "foo@bar", "ab@cdef", "it's", "Bob's", "o'neil", "state-of-the-art", "a1b2", "\x1c", "\x1f",
+     "\u00a0", "Zoë", "ÉCOLE", "ω", "the", "THE", "42", "4.2"]),
+    st.text(alphabet="abcdefg(,/", min_size=3, max_size=12)), min_size=1, max_size=60).map(" ".join)
+"""Many distinct lowercase words, some of several tokens (``abc,def``), to cross the weak cap inside a word."""
+
+
+_CAP_IN_A_WORD = " ".join([f"q{a}{b}" for a in "abcdefg" for b in "abcde"][:31]) + " qzy,qzz"
+"""31 weak words, then a word of two: the weak cap (32) falls inside that word."""
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=ASCII_TEXT | TEXT | WORDY_TEXT)
+@example(text=_CAP_IN_A_WORD)
+def test_extraction_equals_the_straightforward_extraction(text: str) -> None:
+    """``_extract`` skips the capital scan of an ASCII text whose ``lower()`` is itself, keeps a
+    sighting's candidate tuple in the surface cache, and takes an ASCII text's weak candidates word
+    by word from the word cache (``_word_weak``); none of it may change a candidate or its order,
+    whether the caches are cold or warm."""
+    from pipeline.core import extract as ex
+
+    expected = _reference_extract(text)
+    for cache in (ex._surface_cache, ex._handle_cache, ex._weak_cache, ex._word_cache):
+        cache.clear()
+    assert ex._extract(text) == expected
+    assert ex._extract(text) == expected  # warm caches
+
+
+WINDOWS = st.lists(st.lists(TURN, min_size=1, max_size=4), min_size=1, max_size=6)
+
+
+@PROPS
+@given(windows=WINDOWS, lexical=st.booleans())
+def test_reused_pointers_and_slug_claims_resolve_as_fresh_ones(
+    conformance_brain: BrainIndex, windows: list[list[tuple[str, str]]], lexical: bool
+) -> None:
+    """The resolver reuses the pointer it last built for a page when the arm, the norm and the label
+    are the same, keeps what arm 2 reads of a row per page (``_row_facts``), and claims pages by
+    slug alone when one source is in scope. Windows resolved one
+    after another (the same pages under other arms, norms and labels) must give the pointers of a
+    fresh build each time, and the same as a scope with a second source that has nothing."""
+    from pipeline.core import resolve as r
+
+    merged = [extract_window(turns) for turns in windows]
+    expected = []
+    for candidates in merged:
+        r._pointers.clear()
+        r._row_facts.clear()
+        expected.append(resolve(candidates, conformance_brain, ["default"], lexical_arms=lexical))
+    r._pointers.clear()
+    r._row_facts.clear()
+    assert [resolve(c, conformance_brain, ["default"], lexical_arms=lexical) for c in merged] == expected
+    assert [resolve(c, conformance_brain, ["default", "no-such-source"], lexical_arms=lexical) for c in merged] == expected
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("aZ09 .-'\"`[]()\t\n\u00a0\u3000\ufeff\u212b\uff21é")), max_size=10)
+       | ASCII_TEXT | TEXT)
+def test_the_plain_shortcut_normalizes_like_every_step(text: str) -> None:
+    """``normalize_alias`` only lowercases a text ``is_plain`` accepts; that must be what the whole
+    normalisation (NFKC, whitespace, wrappers, trims) gives, for any text."""
+    from pipeline.core import normalize
+
+    assert normalize.normalize_alias(text) == normalize._normalize_fully(text)
