@@ -55,6 +55,16 @@ def check_identifier(obj: dict[str, Any], name: str, *, required: bool, max_char
     return value
 
 
+def _required_str(obj: dict[str, Any], name: str) -> str:
+    """A field that must be there and be a string (``role``, ``text``); any string, even empty."""
+    value = obj.get(name)
+    if value is None:
+        raise InvalidRecord("missing_field", f"field '{name}' is required")
+    if not isinstance(value, str):
+        raise InvalidRecord("wrong_type", f"field '{name}' must be a string, got {type(value).__name__}")
+    return value
+
+
 def parse_ts_ms(value: Any) -> int:
     """RFC 3339 string or epoch milliseconds -> epoch milliseconds (UTC)."""
     if isinstance(value, bool):
@@ -124,20 +134,12 @@ def decode_turn_fields(
         if key_text != session_id:
             raise InvalidRecord("key_mismatch", "record key differs from the value's session_id")
 
-    role = obj.get("role")
-    if role is None:
-        raise InvalidRecord("missing_field", "field 'role' is required")
-    if not isinstance(role, str):
-        raise InvalidRecord("wrong_type", f"field 'role' must be a string, got {type(role).__name__}")
+    role = _required_str(obj, "role")
     role_lc = role if role == "user" or role == "assistant" else role.strip().lower()
     if role_lc not in ROLES:
         raise InvalidRecord("unknown_role", "field 'role' must be 'user' or 'assistant'")
 
-    text = obj.get("text")
-    if text is None:
-        raise InvalidRecord("missing_field", "field 'text' is required")
-    if not isinstance(text, str):
-        raise InvalidRecord("wrong_type", f"field 'text' must be a string, got {type(text).__name__}")
+    text = _required_str(obj, "text")
     if len(text) > max_text_bytes:
         raise InvalidRecord("text_too_large", f"field 'text' is over the limit of {max_text_bytes} bytes")
     if text.isascii():  # a flag of the string: its UTF-8 is its length, and it holds no surrogate
