@@ -85,7 +85,7 @@ class Harness:
             return None
 
 
-CLAUDE_CODE = Harness("claude-code", "@anthropic-ai/claude-code", "2.1.328", "claude")
+CLAUDE_CODE = Harness("claude-code", "@anthropic-ai/claude-code", "2.1.328", "claude", post_install="install.cjs")
 CODEX = Harness("codex", "@openai/codex", "0.169.0", "codex")
 OPENCODE = Harness("opencode", "opencode-ai", "1.18.33", "opencode", post_install="postinstall.mjs")
 
@@ -152,8 +152,9 @@ def _npm_install(harness: Harness) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     (staging / "package.json").write_text(json.dumps({"private": True, "dependencies": {}}) + "\n")
-    # --ignore-scripts: no install script may reach the network. Claude Code's postinstall only
-    # relinks the native binary it already ships; opencode's is run below, on its own.
+    # --ignore-scripts: no install script may reach the network. Claude Code's and opencode's
+    # postinstalls only link the native binary of their optional dependency; each is run below, on its own
+    # (without it Claude Code's bin is a shell stub with no shebang: "Exec format error").
     cmd = [npm, "install", "--prefix", str(staging), "--save-exact", "--no-audit", "--no-fund",
            "--ignore-scripts", "--loglevel=error", f"{harness.package}@{harness.version}"]
     try:
@@ -162,8 +163,8 @@ def _npm_install(harness: Harness) -> None:
         raise HarnessInstallError(f"npm install {harness.package}@{harness.version} took over "
                                   f"{INSTALL_TIMEOUT_S}s") from None
     if done.returncode == 0 and harness.post_install:
-        # opencode's postinstall (run alone, after a verified install) hard-links its native binary
-        # from the optional dependency into bin/; it reads nothing from the network
+        # the postinstall (run alone, after a verified install) hard-links the native binary from the
+        # optional dependency into bin/; it reads nothing from the network
         node = shutil.which("node") or "node"
         done = subprocess.run([node, harness.post_install], capture_output=True, timeout=INSTALL_TIMEOUT_S,
                               stdin=subprocess.DEVNULL, cwd=staging / "node_modules" / harness.package)
