@@ -128,11 +128,12 @@ class Settings(BaseModel):
                     "partition: in 16 KiB batches that was ~40 produce requests a save (docs/performance.md, goal 2).")
     gc_young_threshold: int = Field(
         0, ge=0,
-        description="The worker's cyclic garbage collector looks at the young generation after this many net "
-                    "allocations (Python's default: 700), the middle generation after 20 of the young "
-                    "one's collections (Python's: 10), the old one as Python does: collections that found almost no garbage were a "
-                    "sixth of a burst's worker CPU (docs/performance.md, goal 2), but the worker's peak memory under a slow database's back pressure "
-                    "grew by up to 41 MiB instead of 24-29. 0 (the default) = Python's own thresholds; e.g. 20000.")
+        description="When above 0, the worker's garbage collector looks at its young generation after this many net "
+                    "allocations (Python's default: 700) and at the middle one after 20 young collections (Python's: "
+                    "10); the old one as Python does. Collections that found almost no garbage were a sixth of a "
+                    "burst's worker CPU, but the worker's peak memory under a slow database's back pressure then grew "
+                    "by up to 41 MiB instead of 24-29 (docs/performance.md, goal 2). 0 (the default): Python's own "
+                    "thresholds; e.g. 20000 where memory is to spare.")
     hook_fast_lane: bool = Field(
         True, description="The hook endpoint decides and saves a hook's turns itself when they are the next records "
                           "of their partition, instead of waiting for the window agent's fetch (docs/hooks.md, Speed).")

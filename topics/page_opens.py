@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from topics.records import InvalidRecord, _check_identifier, parse_ts_ms, rfc3339_ms
+from topics.records import InvalidRecord, check_identifier, parse_ts_ms, rfc3339_ms
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -52,7 +52,7 @@ class PageOpen:
 
 
 def _identifier(obj: dict[str, Any], name: str, *, required: bool, max_chars: int) -> str | None:
-    value = _check_identifier(obj, name, required=required, max_chars=max_chars)
+    value = check_identifier(obj, name, required=required, max_chars=max_chars)
     if value is not None and value != value.strip():
         raise InvalidRecord("invalid_field", f"field '{name}' has leading or trailing whitespace")
     return value

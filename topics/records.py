@@ -29,10 +29,12 @@ from pipeline.core.turn_record import (
 )
 from pipeline.core.types import PAGE_FIELDS, VolunteeredPage
 
-__all__ = ["DEFAULT_MAX_TEXT_BYTES", "MAX_SESSION_ID_CHARS", "MAX_TURN_NUMBER", "ROLES", "InvalidRecord", "TurnFields",
-           "check_turn_number", "decode_turn_fields", "parse_ts_ms"]
-
-_check_identifier = check_identifier  # the page-opens records apply the same identifier rules
+# The Turn record's field rules live beside the core (compiled with it) and are part of this module's API.
+__all__ = [
+    "DEFAULT_MAX_TEXT_BYTES", "MAX_SESSION_ID_CHARS", "MAX_TURN_NUMBER", "ROLES", "VOLUNTEERED_FIELDS", "DeadLetter",
+    "InvalidRecord", "Turn", "TurnFields", "Volunteered", "check_identifier", "check_turn_number", "decode_turn",
+    "decode_turn_fields", "event_id_for", "parse_ts_ms", "rfc3339_ms",
+]
 
 
 # ----------------------------------------------------------------------------- Turn

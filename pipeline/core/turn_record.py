@@ -121,7 +121,7 @@ def decode_turn_fields(
         raise InvalidRecord("not_an_object", f"value must be a JSON object, got {type(obj).__name__}")
 
     session_id = obj.get("session_id")
-    # The usual id passes every test of _check_identifier; it runs (and names the error) otherwise.
+    # The usual id passes every test of check_identifier; it runs (and names the error) otherwise.
     if (type(session_id) is not str or not session_id or len(session_id) > max_session_id_chars
             or _CONTROL_RE.search(session_id) is not None):
         session_id = check_identifier(obj, "session_id", required=True, max_chars=max_session_id_chars)
