@@ -23,6 +23,7 @@ import pytest
 
 from pipeline.embedded.tansu import EmbeddedBroker
 from pipeline.settings import EMBEDDED_BROKER_SCHEME, Settings, load_settings
+from tests.services.docker_daemon import docker_available
 
 
 @dataclass
@@ -35,21 +36,6 @@ class BrokerService:
         return self.url.strip().lower().startswith(EMBEDDED_BROKER_SCHEME + "://")
 
 
-def _docker_available() -> bool:
-    """A cheap, silent check: is there a Docker daemon we may start containers on?"""
-    if not os.environ.get("DOCKER_HOST") and not os.path.exists("/var/run/docker.sock"):
-        return False
-    try:
-        import docker
-
-        client = docker.from_env(timeout=2)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except Exception:
-        return False
-
 
 @pytest.fixture(scope="session")
 def _broker_service() -> Iterator[BrokerService]:
@@ -57,7 +43,7 @@ def _broker_service() -> Iterator[BrokerService]:
     if env_url:
         yield BrokerService(env_url, "env")
         return
-    if _docker_available():
+    if docker_available():
         try:
             from testcontainers.community.kafka import RedpandaContainer
 

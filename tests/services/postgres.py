@@ -24,6 +24,7 @@ from psycopg import sql
 from pipeline.embedded.postgres import EmbeddedPostgres
 from sinks.db import with_database
 from sinks.schema import migrate
+from tests.services.docker_daemon import docker_available
 
 MIGRATED_TEMPLATE = "volunteer_test_migrated_template"
 
@@ -35,19 +36,6 @@ class PostgresService:
     embedded: EmbeddedPostgres | None = None
 
 
-def _docker_available() -> bool:
-    """A cheap, silent check: is there a Docker daemon we may start containers on?"""
-    try:
-        import docker
-
-        client = docker.from_env(timeout=2)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except Exception:
-        return False
-
 
 @pytest.fixture(scope="session")
 def _postgres_service() -> Iterator[PostgresService]:
@@ -55,7 +43,7 @@ def _postgres_service() -> Iterator[PostgresService]:
     if env_url:
         yield PostgresService(env_url, "env")
         return
-    if _docker_available():
+    if docker_available():
         from testcontainers.postgres import PostgresContainer
 
         container: Any = PostgresContainer("postgres:15", driver=None)
