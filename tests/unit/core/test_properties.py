@@ -371,3 +371,28 @@ def test_the_plain_shortcut_normalizes_like_every_step(text: str) -> None:
     from pipeline.core import normalize
 
     assert normalize.normalize_alias(text) == normalize._normalize_fully(text)
+
+
+@PROPS
+@given(turns=st.lists(TURN, min_size=1, max_size=6), max_pages=RAW_NUMBER, min_conf=RAW_NUMBER, sources=SOURCES,
+       lexical=st.booleans())
+def test_gating_pointers_without_synopses_gives_the_pages_of_full_pointers(
+    conformance_brain: BrainIndex, turns: list[tuple[str, str]], max_pages: Any, min_conf: Any, sources: list[str],
+    lexical: bool
+) -> None:
+    """The decision resolves without synopses and the gate makes them for the pages it passes: the
+    pages must be those of gating the full pointers, and the bare pointers the full ones minus it."""
+    from pipeline.core.resolve import resolve_with_index
+    from pipeline.core.window import merge_window
+
+    cached = [(role, extract_candidates(text)) for role, text in turns]
+    merged = merge_window(cached)
+    full = resolve(merged, conformance_brain, sources, lexical_arms=lexical)
+    options: dict[str, Any] = {"window_size": len(cached), "max_pages": max_pages, "min_confidence": min_conf}
+    expected = gate(full, candidates_by_norm(merged), **options)
+    bare, by_norm = resolve_with_index(merged, conformance_brain, sources, lexical_arms=lexical, synopses=False)
+    assert bare == [p._replace(synopsis="") for p in full]
+    assert gate(bare, by_norm, brain=conformance_brain, **options) == expected
+    assert decide(cached, conformance_brain, source_ids=sources, lexical_arms=lexical, max_pages=max_pages,
+                  min_confidence=min_conf) == expected
+
