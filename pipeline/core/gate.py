@@ -54,14 +54,6 @@ def clamp_window_turns(raw: object) -> int:
     return min(MAX_WINDOW_TURNS, max(1, math.floor(raw)))
 
 
-def _is_collapsed(text: str) -> bool:
-    """Cheap proof that ``collapse_whitespace(text) == text``: only plain single spaces inside.
-
-    ``str.isprintable`` is false for every whitespace character except the ASCII space.
-    """
-    return text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " "
-
-
 def candidates_by_norm(candidates: Iterable[WindowCandidate]) -> dict[str, WindowCandidate]:
     """norm -> candidate, first wins: how the gate joins a pointer back to its salience facts."""
     items = candidates if isinstance(candidates, list) else list(candidates)
@@ -128,7 +120,7 @@ def gate(
         if confidence < threshold:
             continue
         display = p.display
-        if collapse_display and not _is_collapsed(display):
+        if collapse_display:
             display = collapse_whitespace(display)
         out.append(new_page(p.slug, p.source_id, display, confidence, p.arm,
                             rationale_for(p.arm, display, cand, window_size),
