@@ -423,3 +423,15 @@ def test_utf16_length_is_the_length_of_the_utf16_encoding(text: str) -> None:
     from pipeline.core.jscompat import utf16_len
 
     assert utf16_len(text) == len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+UNICODE_WORDS = st.text(alphabet=st.sampled_from(list("aZé\u0301ÉßǅʰΩωдЖ田カ가٣²Ⅳ'’@-_ .,\u00a0\u2028x1")), max_size=40)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(text=UNICODE_WORDS | st.text(max_size=30))
+def test_weak_tokens_are_the_weak_token_regex_matches(text: str) -> None:
+    """``weak_tokens`` finds runs and cuts them instead of trying the look-behind everywhere."""
+    from pipeline.core import extract
+
+    assert extract.weak_tokens(text) == extract._WEAK_TOKEN_RE.findall(text)
