@@ -74,6 +74,7 @@ def clear_text_caches(brain: BrainIndex | None = None) -> None:
         cache.clear()
     resolve_mod._codes.clear()
     resolve_mod._pointers.clear()
+    resolve_mod._bare_pointers.clear()
     resolve_mod._row_facts.clear()
     if brain is not None:
         brain._query_cache.clear()

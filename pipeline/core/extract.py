@@ -61,6 +61,10 @@ _WS_SPLIT_RE: Final = re.compile(f"[{JS_WS}]+")
 _HAS_WS_RE: Final = re.compile(f"[{JS_WS}]")
 _STARTS_UPPER_RE: Final = regex.compile(r"\p{Lu}")
 _WEAK_TOKEN_RE: Final = regex.compile(r"(?<![\p{L}\p{N}'’@-])\p{Ll}[\p{L}\p{N}'’-]{2,}(?![\p{L}\p{N}'’-])")
+"""The weak-token pattern; :func:`weak_tokens` finds its matches without the look-behind."""
+_WEAK_RUN_RE: Final = regex.compile(r"(?:(\p{Ll}[\p{L}\p{N}'’-]*)|[\p{L}\p{N}'’@-])[\p{L}\p{N}'’@-]*")
+"""One maximal run of ``[\\p{L}\\p{N}'’@-]`` per match; the group is its part up to the first ``@``
+when it starts with ``\\p{Ll}`` (else empty): see :func:`weak_tokens`."""
 _PURE_NUMBER_RE: Final = re.compile(r"[0-9][0-9.,]*")
 
 # The same two patterns for ASCII-only text (most turns), where ``\p{Lu}`` is ``[A-Z]``, ``\p{Ll}``
@@ -100,6 +104,19 @@ def weak_tokens_ascii(text: str) -> list[str]:
                 elif at >= 3:
                     out.append(run[:at])
     return out
+
+
+def weak_tokens(text: str) -> list[str]:
+    """``_WEAK_TOKEN_RE.findall(text)`` for any text, the way :func:`weak_tokens_ascii` does it for
+    an ASCII one: a token starts only at the start of a maximal run of ``[\\p{L}\\p{N}'’@-]``,
+    takes the run up to its first ``@`` and counts when it starts with ``\\p{Ll}`` and holds 3
+    characters or more. :data:`_WEAK_RUN_RE` (the ``regex`` module's Unicode tables, like the
+    pattern's) matches run after run, without the look-behind the pattern tried at every position:
+    that scan was the costliest part of extracting a non-ASCII turn.
+    ``tests/unit/core/test_properties.py`` compares this with the regex."""
+    if text.isascii():
+        return weak_tokens_ascii(text)
+    return [token for token in _WEAK_RUN_RE.findall(text) if len(token) >= 3]
 
 
 CJK_CHARS: Final = "\u4e00-\u9fff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af"
@@ -162,7 +179,7 @@ _handle_cache: Final[dict[str, Any]] = {}
 _weak_cache: Final[dict[str, Any]] = {}
 """token -> its weak candidate, or :data:`_NOT_WEAK`."""
 _word_cache: Final[dict[str, tuple[Any, ...]]] = {}
-"""ASCII word (a piece of ``str.split``) -> the weak candidates of its tokens, in order (see :func:`_word_weak`)."""
+"""Word (a piece of ``str.split``) -> the weak candidates of its tokens, in order (see :func:`_word_weak`)."""
 _NOT_WEAK: Final[Candidate] = ("", "", "", True)
 """What :data:`_weak_cache` holds for a word that is no weak candidate (an empty norm: never one)."""
 
@@ -217,12 +234,12 @@ def _weak_cached(token: str) -> Any:
 
 
 def _word_weak(word: str) -> tuple[Any, ...]:
-    """The weak candidates of one ASCII word (no whitespace), in token order: what the weak-token
-    scan yields for it, through :func:`_weak`. A text's ASCII weak tokens are its words' tokens in
-    word order (:func:`weak_tokens_ascii` finds them word by word), so a text's weak candidates are
-    its words' tuples in a row, each word looked up once in :data:`_word_cache` instead of tested
-    and split again at every turn."""
-    return tuple([weak for weak in map(_weak_cached, weak_tokens_ascii(word)) if weak[2]])
+    """The weak candidates of one word (a piece of ``str.split``), in token order: what the
+    weak-token scan yields for it, through :func:`_weak`. A text's weak tokens are its words' tokens
+    in word order (a token is part of a run of letters, digits, ``'’@-``, which whitespace ends), so
+    a text's weak candidates are its words' tuples in a row, each word looked up once in
+    :data:`_word_cache` instead of tested and split again at every turn."""
+    return tuple([weak for weak in map(_weak_cached, weak_tokens(word)) if weak[2]])
 
 
 def _word_weak_cached(word: str) -> tuple[Any, ...]:
@@ -319,9 +336,8 @@ def _extract(text: str) -> list[Candidate]:
 
     weak_seen: set[str] = set()
     weak_count = 0
-    groups: list[tuple[Any, ...]] = (
-        [_word_weak_cached(word) for word in text.split()] if ascii_only
-        else [(_weak_cached(token),) for token in _WEAK_TOKEN_RE.findall(text)])
+    # Word by word for every text: ``str.split`` cuts only at whitespace, which no token holds.
+    groups: list[tuple[Any, ...]] = [_word_weak_cached(word) for word in text.split()]
     for group in groups:
         if weak_count >= MAX_WEAK_CANDIDATES:
             break

@@ -11,6 +11,7 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Final
 
+from pipeline.core.brain import BrainIndex
 from pipeline.core.jscompat import is_js_number
 from pipeline.core.normalize import collapse_whitespace, normalize_alias
 from pipeline.core.types import ARM_CONFIDENCE, Pointer, VolunteeredPage, new_page
@@ -53,14 +54,6 @@ def clamp_window_turns(raw: object) -> int:
     return min(MAX_WINDOW_TURNS, max(1, math.floor(raw)))
 
 
-def _is_collapsed(text: str) -> bool:
-    """Cheap proof that ``collapse_whitespace(text) == text``: only plain single spaces inside.
-
-    ``str.isprintable`` is false for every whitespace character except the ASCII space.
-    """
-    return text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " "
-
-
 def candidates_by_norm(candidates: Iterable[WindowCandidate]) -> dict[str, WindowCandidate]:
     """norm -> candidate, first wins: how the gate joins a pointer back to its salience facts."""
     items = candidates if isinstance(candidates, list) else list(candidates)
@@ -89,6 +82,12 @@ def rationale_for(arm: str, display: str, cand: WindowCandidate | None, window_s
     return "; ".join(parts)
 
 
+def _synopsis_of(brain: BrainIndex, p: Pointer) -> str:
+    """The synopsis of the live page ``p`` points at (``""`` for none, which no resolver pointer is)."""
+    page = brain.live_page(p.source_id, p.slug)
+    return brain.synopsis(page) if page is not None else ""
+
+
 def gate(
     pointers: Iterable[Pointer],
     by_norm: Mapping[str, WindowCandidate],
@@ -99,8 +98,13 @@ def gate(
     exclude_slugs: Collection[str] = (),
     exclude_slug_prefixes: Sequence[str] = (),
     collapse_display: bool = True,
+    brain: BrainIndex | None = None,
 ) -> list[VolunteeredPage]:
-    """Walk pointers in resolver order; skip excluded, recompute confidence, threshold, cap."""
+    """Walk pointers in resolver order; skip excluded, recompute confidence, threshold, cap.
+
+    ``brain``: the pointers' pages are live pages of it, and their synopses are made here from it,
+    for the pages let through only (the pointers' own are not read: see
+    :func:`~pipeline.core.resolve.resolve_with_index`'s ``synopses``)."""
     cap = DEFAULT_MAX_PAGES if max_pages is None else clamp_max_pages(max_pages)  # None: the usual, unset
     threshold = DEFAULT_MIN_CONFIDENCE if min_confidence is None else clamp_min_confidence(min_confidence)
     prefixes = tuple(exclude_slug_prefixes)
@@ -116,10 +120,11 @@ def gate(
         if confidence < threshold:
             continue
         display = p.display
-        if collapse_display and not _is_collapsed(display):
+        if collapse_display:
             display = collapse_whitespace(display)
         out.append(new_page(p.slug, p.source_id, display, confidence, p.arm,
-                            rationale_for(p.arm, display, cand, window_size), p.synopsis))
+                            rationale_for(p.arm, display, cand, window_size),
+                            p.synopsis if brain is None else _synopsis_of(brain, p)))
         if len(out) >= cap:
             break
     return out

@@ -27,9 +27,10 @@ _ASTRAL: Final = re.compile("[\U00010000-\U0010ffff]")
 
 
 def utf16_len(text: str) -> int:
-    """``String.prototype.length``: astral characters count twice."""
+    """``String.prototype.length``: astral characters count twice. (``isascii`` first: it reads a
+    flag of the string, where ``max`` walks every character.)"""
     n = len(text)
-    if n and max(text) > "\uffff":
+    if n and not text.isascii() and max(text) > "\uffff":
         return n + len(_ASTRAL.findall(text))
     return n
 

@@ -84,7 +84,7 @@ def decide(
             return []
         return gate(pointers, by_norm, window_size=len(turns), max_pages=max_pages, min_confidence=min_confidence,
                     exclude_slugs=exclude_slugs, exclude_slug_prefixes=exclude_slug_prefixes,
-                    collapse_display=collapse_display)
+                    collapse_display=collapse_display, brain=brain)
     candidates = merge_window(turns, keep)
     if not candidates:
         tally.record(0 if keep is None else merged_count(turns), (), exclude_slugs, ())
@@ -96,6 +96,7 @@ def decide(
         prior_context=prior_context,
         lexical_arms=lexical_arms,
         max_pointers=RESOLVER_POOL,
+        synopses=False,
     )
     if not pointers:
         tally.record(len(candidates) if keep is None else merged_count(turns), (), exclude_slugs, ())
@@ -109,6 +110,7 @@ def decide(
         exclude_slugs=exclude_slugs,
         exclude_slug_prefixes=exclude_slug_prefixes,
         collapse_display=collapse_display,
+        brain=brain,
     )
     tally.record(len(candidates) if keep is None else merged_count(turns), pointers, exclude_slugs, pages)
     return pages
@@ -120,7 +122,8 @@ _window_memo: Final[Memo[tuple[object, ...], tuple[tuple[Sequence[Candidate], ..
 identity of each turn's candidate list (kept alive by the entry, and compared on a hit, so an id is
 never mistaken for a later list's). The lists are shared between turns of the same text (the memo
 of :func:`~pipeline.core.extract.extract_candidates`), so a window of texts seen before in the same
-order costs only the gate, which reads what differs per session (its surfaced slugs)."""
+order costs only the gate, which reads what differs per session (its surfaced slugs). The pointers
+are kept without synopses: the gate makes those of the pages it lets through."""
 
 
 def _resolve_window(turns: Sequence[tuple[str, Sequence[Candidate]]], brain: BrainIndex, source_ids: Sequence[str],
@@ -130,7 +133,7 @@ def _resolve_window(turns: Sequence[tuple[str, Sequence[Candidate]]], brain: Bra
     if not candidates:
         return [], {}
     return resolve_with_index(candidates, brain, source_ids, prior_context=prior_context, lexical_arms=lexical_arms,
-                              max_pointers=RESOLVER_POOL)
+                              max_pointers=RESOLVER_POOL, synopses=False)
 
 
 def volunteer_context(

@@ -186,9 +186,15 @@ def resolve_with_index(
     prior_context: str | None = None,
     lexical_arms: bool = True,
     max_pointers: int = RESOLVER_POOL,
+    synopses: bool = True,
 ) -> tuple[list[Pointer], dict[str, WindowCandidate]]:
     """:func:`resolve`, also returning the norm -> candidate map it built (empty when nothing
-    resolved), so the gate can reuse it instead of building it again."""
+    resolved), so the gate can reuse it instead of building it again.
+
+    ``synopses=False``: every pointer's ``synopsis`` is left empty, for a caller that hands them to
+    :func:`~pipeline.core.gate.gate` with the brain, which then makes the synopses of the pages it
+    lets through only. Most pointers never need one (the slug arm's 0.6 is under the default
+    threshold, the cap keeps 3 of up to 10), and a first synopsis of a page strips its fences."""
     if not candidates or not source_ids:
         return [], {}
     scope = source_ids if isinstance(source_ids, (list, tuple)) else list(source_ids)  # not ``list | tuple``: a new union per call
@@ -296,7 +302,7 @@ def resolve_with_index(
     prior_lc = prior_context.lower() if prior_context else ""
     by_norm = candidates_by_norm(candidates)
     pointers: list[Pointer] = []
-    made = _of_brain(_pointers, brain)
+    made = _of_brain(_pointers if synopses else _bare_pointers, brain)
     for page, arm, norm in pushes:
         if prior_lc and page.slug.lower() in prior_lc:
             continue
@@ -305,7 +311,7 @@ def resolve_with_index(
         cand = by_norm.get(brain.title_norm(page))
         display = cand.display if cand is not None and (lexical_arms or not cand.weak) else ""
         display = display or page.title or page.slug[page.slug.rfind("/") + 1 :]
-        pointers.append(_pointer(made, brain, page, display, arm, norm))
+        pointers.append(_pointer(made, brain, page, display, arm, norm, synopses))
         if len(pointers) >= max_pointers:
             break
     return pointers, by_norm
@@ -316,17 +322,21 @@ _pointers: Final[dict[object, dict[int, tuple[str, str, str, Pointer]]]] = {}
 The same page is resolved again in every window its mention stays in (a window of 4 turns: four
 times), and a pointer is a function of the page, the arm, the claiming norm and the label; building
 it (a named tuple, its synopsis and confidence looked up) cost more than this lookup."""
+_bare_pointers: Final[dict[object, dict[int, tuple[str, str, str, Pointer]]]] = {}
+"""The same for pointers built without their synopsis (``resolve_with_index(synopses=False)``)."""
 
 
 def _pointer(made: dict[int, tuple[str, str, str, Pointer]], brain: BrainIndex, page: Page, display: str, arm: str,
-             norm: str) -> Pointer:
+             norm: str, synopses: bool) -> Pointer:
     """``new_pointer(display, page.slug, page.source_id, brain.synopsis(page), arm, ARM_CONFIDENCE[arm],
-    norm)``, reusing the one ``made`` holds for ``page`` when it was built with the same arm, norm and label."""
+    norm)`` (the synopsis ``""`` without ``synopses``), reusing the one ``made`` holds for ``page``
+    when it was built with the same arm, norm and label."""
     page_id: Any = page.id
     known = made.get(page_id)
     if known is not None and known[0] == arm and known[1] == norm and known[2] == display:
         return known[3]
-    pointer = new_pointer(display, page.slug, page.source_id, brain.synopsis(page), arm, ARM_CONFIDENCE[arm], norm)
+    pointer = new_pointer(display, page.slug, page.source_id, brain.synopsis(page) if synopses else "", arm,
+                          ARM_CONFIDENCE[arm], norm)
     if len(made) >= _CODES_MAX:
         made.clear()
     made[page_id] = (arm, norm, display, pointer)

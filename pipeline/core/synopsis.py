@@ -17,8 +17,30 @@ from pipeline.core.normalize import JS_WHITESPACE, collapse_whitespace
 
 SYNOPSIS_MAX = 160
 
-# /^---[\s\S]*?---\s*/m, first occurrence: JS "^" (m flag) also matches after \r, U+2028, U+2029.
-_DASH_BLOCK_RE = re.compile(f"(?:^|(?<=[\\n\\r\\u2028\\u2029]))---[\\s\\S]*?---[{JS_WS}]*")
+_LINE_STARTS_AFTER = "\n\r\u2028\u2029"
+"""JS ``^`` with the m flag also matches after these (not only after ``\\n``)."""
+
+
+def strip_dash_block(text: str) -> str:
+    """``text`` without its first ``/^---[\\s\\S]*?---\\s*/m`` match (JS meaning), with ``str.find``.
+
+    The regex tried its line-start alternation at every position of the body: most of the cost of
+    a page's first synopsis. The block opens at the first ``---`` that starts a line, or there is
+    none: a later opening would need a closing ``---`` further on, which would close the first one
+    too. It closes at the next ``---`` from three characters on (the lazy ``*?``) and takes the
+    whitespace after it. ``tests/unit/core/test_properties.py`` compares this with the regex.
+    """
+    at = text.find("---")
+    while at > 0 and text[at - 1] not in _LINE_STARTS_AFTER:
+        at = text.find("---", at + 1)
+    if at == -1:
+        return text
+    end = text.find("---", at + 3)
+    if end == -1:
+        return text
+    return text[:at] + text[end + 3 :].lstrip(JS_WHITESPACE)
+
+
 _SENTENCE_BREAK_RE = re.compile(f"(?<=[.!?])[{JS_WS}]")
 
 
@@ -37,7 +59,7 @@ def safe_synopsis(compiled_truth: str | None, frontmatter: Mapping[str, object] 
     body = compiled_truth or ""
     if not body:
         return ""
-    stripped = _DASH_BLOCK_RE.sub("", strip_every_facts_fence_world(strip_every_takes_fence(body)), count=1)
+    stripped = strip_dash_block(strip_every_facts_fence_world(strip_every_takes_fence(body)))
     for raw_line in stripped.split("\n"):
         line = raw_line.strip(JS_WHITESPACE)
         if line and not line.startswith("#") and not line.startswith("<!--"):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from pipeline.core.brain import BrainIndex
 from pipeline.core.extract import Candidate
-from pipeline.core.gate import _is_collapsed, gate
+from pipeline.core.gate import gate
 from pipeline.core.jscompat import is_js_number
 from pipeline.core.normalize import collapse_whitespace
 from pipeline.core.resolve import RESOLVER_POOL, resolve_with_index
@@ -102,7 +102,7 @@ def _as_pointers(resolved: Sequence[Pointer], cap: int, exclude_slugs: Collectio
         if p.slug in exclude_slugs or (prefixes and p.slug.startswith(prefixes)):
             continue
         display = p.display
-        if collapse_display and not _is_collapsed(display):
+        if collapse_display:
             display = collapse_whitespace(display)
         out.append(new_page(p.slug, p.source_id, display, p.confidence, p.arm, reflex_rationale(p.arm, display),
                             p.synopsis))

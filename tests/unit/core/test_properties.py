@@ -150,14 +150,17 @@ def test_max_pages_nonsense_means_three(raw: Any) -> None:
     assert clamp_max_pages(raw) == 3
 
 
-@settings(max_examples=500, deadline=None)
-@given(text=st.text(alphabet=st.sampled_from(["a", "b", " ", "\u00a0", "\n", "\t", "\u2028", "\ufeff", "\u3000", "\x1c"])))
+@settings(max_examples=1000, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(["a", "b", "\x1c", "\x85", "\u200b", *JS_WHITESPACE])))
 def test_fast_collapse_check_is_sound(text: str) -> None:
-    """The gate skips the whitespace collapse only when it provably changes nothing."""
-    from pipeline.core.gate import _is_collapsed
+    """``collapse_whitespace`` skips its regex only when that provably changes nothing: it must equal
+    the plain ``s.replace(/\\s+/g, ' ').trim()``."""
+    from pipeline.core.normalize import is_collapsed
 
-    if _is_collapsed(text):
-        assert collapse_whitespace(text) == text
+    plain = re.sub(f"[{re.escape(JS_WHITESPACE)}]+", " ", text).strip(JS_WHITESPACE)
+    assert collapse_whitespace(text) == plain
+    if is_collapsed(text):
+        assert plain == text
 
 
 ASCII_TEXT = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=80) | st.text(
@@ -371,3 +374,64 @@ def test_the_plain_shortcut_normalizes_like_every_step(text: str) -> None:
     from pipeline.core import normalize
 
     assert normalize.normalize_alias(text) == normalize._normalize_fully(text)
+
+
+@PROPS
+@given(turns=st.lists(TURN, min_size=1, max_size=6), max_pages=RAW_NUMBER, min_conf=RAW_NUMBER, sources=SOURCES,
+       lexical=st.booleans())
+def test_gating_pointers_without_synopses_gives_the_pages_of_full_pointers(
+    conformance_brain: BrainIndex, turns: list[tuple[str, str]], max_pages: Any, min_conf: Any, sources: list[str],
+    lexical: bool
+) -> None:
+    """The decision resolves without synopses and the gate makes them for the pages it passes: the
+    pages must be those of gating the full pointers, and the bare pointers the full ones minus it."""
+    from pipeline.core.resolve import resolve_with_index
+    from pipeline.core.window import merge_window
+
+    cached = [(role, extract_candidates(text)) for role, text in turns]
+    merged = merge_window(cached)
+    full = resolve(merged, conformance_brain, sources, lexical_arms=lexical)
+    options: dict[str, Any] = {"window_size": len(cached), "max_pages": max_pages, "min_confidence": min_conf}
+    expected = gate(full, candidates_by_norm(merged), **options)
+    bare, by_norm = resolve_with_index(merged, conformance_brain, sources, lexical_arms=lexical, synopses=False)
+    assert bare == [p._replace(synopsis="") for p in full]
+    assert gate(bare, by_norm, brain=conformance_brain, **options) == expected
+    assert decide(cached, conformance_brain, source_ids=sources, lexical_arms=lexical, max_pages=max_pages,
+                  min_confidence=min_conf) == expected
+
+
+DASH_PIECES = st.sampled_from(["---", "--", "-", "\n", "\r", "\u2028", "\u2029", "\u0085", " ", "\t", "\u00a0", "\ufeff",
+                               "x", "é", "# T", "source: import"])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(text=st.lists(DASH_PIECES, max_size=12).map("".join))
+def test_the_dash_block_is_stripped_like_the_dash_block_regex(text: str) -> None:
+    """``strip_dash_block`` finds the block with ``str.find``; the reference's ``/^---[\\s\\S]*?---\\s*/m``
+    (its JS meaning: ``^`` after any line terminator, JS whitespace), first match removed, must agree."""
+    from pipeline.core.jscompat import JS_WS
+    from pipeline.core.synopsis import strip_dash_block
+
+    regex = re.compile(f"(?:^|(?<=[\\n\\r\\u2028\\u2029]))---[\\s\\S]*?---[{JS_WS}]*")
+    assert strip_dash_block(text) == regex.sub("", text, count=1)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(["a", " ", "é", "\uffff", "\U00010000", "\U0001d400", "田"]), max_size=12)
+       | st.text(max_size=12))
+def test_utf16_length_is_the_length_of_the_utf16_encoding(text: str) -> None:
+    from pipeline.core.jscompat import utf16_len
+
+    assert utf16_len(text) == len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+UNICODE_WORDS = st.text(alphabet=st.sampled_from(list("aZé\u0301ÉßǅʰΩωдЖ田カ가٣²Ⅳ'’@-_ .,\u00a0\u2028x1")), max_size=40)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(text=UNICODE_WORDS | st.text(max_size=30))
+def test_weak_tokens_are_the_weak_token_regex_matches(text: str) -> None:
+    """``weak_tokens`` finds runs and cuts them instead of trying the look-behind everywhere."""
+    from pipeline.core import extract
+
+    assert extract.weak_tokens(text) == extract._WEAK_TOKEN_RE.findall(text)
