@@ -79,7 +79,7 @@ class CollectionBackstop:
     a cycle made then (an exception whose traceback holds the frame that caught it, a cancelled
     task) could wait minutes for the next collection, with whatever it holds. :meth:`tick`, called
     every :data:`BACKSTOP_EVERY_S`, runs ``gc.collect(1)`` only if no collection ran since the
-    previous tick, so a busy worker (a young collection every few milliseconds in a burst) never
+    previous tick, so a busy worker (several young collections a second in a burst) never
     pays for it, and an idle one walks its few young objects twice a minute. The old generation
     is left to Python's rule: a full collection would walk the kept session states (200-300 ms).
     Nothing runs while the collector is paused (:func:`collector_paused`, a brain load).
