@@ -127,13 +127,13 @@ class Settings(BaseModel):
                     "message, 1 MB by default). A 1,000-turn window batch saves ~70 KiB of session states a "
                     "partition: in 16 KiB batches that was ~40 produce requests a save (docs/performance.md, goal 2).")
     gc_young_threshold: int = Field(
-        0, ge=0,
-        description="When above 0, the worker's garbage collector looks at its young generation after this many net "
-                    "allocations (Python's default: 700) and at the middle one after 20 young collections (Python's: "
-                    "10); the old one as Python does. Collections that found almost no garbage were a sixth of a "
-                    "burst's worker CPU, but the worker's peak memory under a slow database's back pressure then grew "
-                    "by up to 41 MiB instead of 24-29 (docs/performance.md, goal 2). 0 (the default): Python's own "
-                    "thresholds; e.g. 20000 where memory is to spare.")
+        20_000, ge=0,
+        description="The worker's garbage collector looks at its young generation after this many net allocations "
+                    "(Python's default: 700) and at the middle one after 20 young collections (Python's: 10); the old "
+                    "one as Python does, and a timer collects the young and middle ones when nothing was collected "
+                    "for 30 s. Collections that found almost no garbage were a sixth of a burst's worker CPU; the "
+                    "worker makes next to no cyclic garbage, so memory is the same (docs/performance.md, goal 2). "
+                    "0: Python's own thresholds and no timer.")
     hook_fast_lane: bool = Field(
         True, description="The hook endpoint decides and saves a hook's turns itself when they are the next records "
                           "of their partition, instead of waiting for the window agent's fetch (docs/hooks.md, Speed).")

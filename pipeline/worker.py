@@ -125,7 +125,7 @@ def build_worker(settings: Settings, *, brain_dir: str | Path | None = None, opt
     partitions = prepare_topics(settings)
     brain = load_worker_brain(settings, brain_dir)
     gc.freeze()  # the brain (and the imported code) lives as long as the worker: keep it out of full collections
-    tune_for_worker(settings.gc_young_threshold)  # off by default: docs/performance.md, "Pipeline, session 7"
+    tune_for_worker(settings.gc_young_threshold)  # pipeline/gcpause.py; docs/performance.md, goal 2
     from pipeline.agents.edge import EdgeSetupError
     from pipeline.compat import CompatError
 

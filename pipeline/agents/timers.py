@@ -1,4 +1,5 @@
-"""The worker's timers: idle-session expiry, brain refresh, the leader's purge, the progress line.
+"""The worker's timers: idle-session expiry, brain refresh, the leader's purge, the progress line,
+the garbage collector's backstop.
 
 None of them consumes records, so none follows the commit protocol
 (:mod:`pipeline.agents.commit_protocol`): the expiry deletes table entries of owned partitions
@@ -15,6 +16,7 @@ import logging
 from pipeline.agents.context import AgentContext
 from pipeline.agents.expiry import is_idle, sweep_interval
 from pipeline.agents.publishing import now_ms
+from pipeline.gcpause import BACKSTOP_EVERY_S, CollectionBackstop
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,13 @@ def register_timers(ctx: AgentContext) -> None:
     @app.crontab(settings.purge_cron, on_leader=True, timezone=ctx.app.conf.timezone)
     async def purge_old_events() -> None:
         await run_purge(ctx)
+
+    if settings.gc_young_threshold > 0:  # the collector is tuned (pipeline/gcpause.py): bound how long garbage waits
+        backstop = CollectionBackstop()
+
+        @app.timer(BACKSTOP_EVERY_S, name="volunteer-gc-backstop")
+        async def collect_if_quiet() -> None:
+            backstop.tick()
 
     last: list[tuple[int, ...]] = [ctx.counters.snapshot()]
 

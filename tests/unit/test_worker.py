@@ -44,5 +44,7 @@ def test_zero_leaves_pythons_thresholds(offline: None) -> None:
     assert gc.get_threshold() == (700, 10, 10)
 
 
-def test_the_default_keeps_pythons_thresholds() -> None:
-    assert Settings().gc_young_threshold == 0
+def test_the_default_tunes_the_collector(offline: None) -> None:
+    gc.set_threshold(700, 10, 10)
+    worker_module.build_worker(Settings())
+    assert gc.get_threshold() == (20_000, 20, 10)
