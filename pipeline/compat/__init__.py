@@ -18,7 +18,8 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
 5. :mod:`.changelog_pause`: aiokafka pauses the changelog partitions Faust has paused, so the
    worker's Fetch names only the partitions Faust reads.
 6. :mod:`.fetch_wait`: on the embedded broker, a fetch wait that grows while fetches come back
-   empty, up to the setting ``fetch_wait_max_ms`` (0: the fixed wait).
+   empty, up to the setting ``fetch_wait_max_ms`` (0: the fixed wait); and
+   :mod:`.fetch_interval`: at most one Fetch per ``fetch_interval_ms`` while fetches bring records.
 7. :mod:`.inloop_consumer`: the aiokafka consumer runs on the worker's loop, not in Faust's consumer
    thread (setting ``consumer_in_loop``, off by default).
 8. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3. Its loop
@@ -42,6 +43,7 @@ from pipeline.compat import (
     changelog_pause,
     fastdrain,
     faust_internals,
+    fetch_interval,
     fetch_wait,
     inloop_consumer,
     recovery_order,
@@ -66,6 +68,8 @@ def install(app: Any, settings: Settings) -> None:
     changelog_pause.install()
     if settings.broker_is_embedded and settings.fetch_wait_max_ms:
         fetch_wait.install(app, settings.fetch_wait_max_ms)
+    if settings.broker_is_embedded and settings.fetch_interval_ms:
+        fetch_interval.install(app, settings.fetch_interval_ms)
     if settings.consumer_in_loop:
         inloop_consumer.install(app)
     fastdrain.install(app, pause_s=settings.fetch_pause_ms / 1000)

@@ -4,7 +4,8 @@ Faust picks it up through its transport registry: :func:`install` registers the 
 scheme to :class:`TansuTransport`, so a Faust app configured with ``broker="tansu://..."`` gets the
 fixed consumer while a ``kafka://`` app gets stock Faust. The consumer thread subclass overrides
 three Faust internals of the pinned version (and, once its consumer has started, gives it the
-growing fetch wait of :mod:`pipeline.compat.fetch_wait` when the app asked for it):
+growing fetch wait of :mod:`pipeline.compat.fetch_wait` and the fetch interval of
+:mod:`pipeline.compat.fetch_interval` when the app asked for them):
 
 - quirk 2: ``on_start`` gives the started aiokafka consumer the generation-0 LeaveGroup
   (:func:`topics.tansu_client.fix_leave_group`);
@@ -26,7 +27,7 @@ import aiokafka
 from aiokafka import TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from pipeline.compat import fetch_wait, inloop_consumer
+from pipeline.compat import fetch_interval, fetch_wait, inloop_consumer
 from pipeline.internals import CompatError, require
 from pipeline.settings import EMBEDDED_BROKER_SCHEME
 from topics.tansu_client import FETCH_MAX_WAIT_MS, consumer_client, fix_leave_group, high_watermarks
@@ -60,6 +61,7 @@ class TansuConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         if self._consumer is not None:
             fix_leave_group(self._consumer)
             fetch_wait.start(self._consumer, self.consumer.app)  # if the app asked for it
+            fetch_interval.start(self._consumer, self.consumer.app)  # likewise
 
     async def _highwaters(self, partitions: list[Any]) -> Mapping[Any, int]:
         consumer = self._ensure_consumer()
