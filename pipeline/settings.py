@@ -120,8 +120,9 @@ class Settings(BaseModel):
                     "not with the records; docs/performance.md, goal 2). How long depends on the records per second "
                     "the fetches find: nothing below VOLUNTEER_FETCH_INTERVAL_FROM_RATE, all of it from twice that. "
                     "Each hop through the broker may wait up to it more. 0 (the default) = off: fetch again as soon "
-                    "as the records are taken. On this 2-core machine, shared, 100 took the broker from ~125 to "
-                    "~75 us per turn at 3,000 turns/s but the worker fell behind there, with or without the rate rule.")
+                    "as the records are taken. With 100 on a shared 2-core machine: 500 turns/s kept its ~45 ms median "
+                    "(172 ms with session 8's fixed interval); at 3,000 turns/s the broker took ~95 instead of ~125 "
+                    "us per turn when the worker kept up, but it fell behind in about half the runs.")
     fetch_interval_from_rate: float = Field(
         1500, ge=0, le=1_000_000,
         description="Embedded broker only: the records per second (all the worker's input topics) from which the "
