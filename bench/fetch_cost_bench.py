@@ -11,6 +11,15 @@ consumer's connection). Nothing else talks to that broker.
     .venv/bin/python -m bench.fetch_cost_bench --partitions 25,41 --waits 20,40 --seconds 4
     .venv/bin/python -m bench.fetch_cost_bench --partitions 25,33 --grow-to 160   # the worker's growing wait
 
+``--stored N,M,...`` measures instead what a Fetch that returns records costs by the length of the
+partition it reads: one partition is filled to N one-record batches, then a producer and a consumer
+take turns (one record produced, the Fetch that returns it); the broker's CPU per round minus that
+of as many produces alone is the Fetch's. Tansu's memory engine lists every stored batch of a
+partition for each Fetch that finds new records in it (docs/performance.md, goal 2), so the cost
+grows with N, not with the one record returned.
+
+    .venv/bin/python -m bench.fetch_cost_bench --stored 0,1000,3000
+
 ``--grow-to MS`` gives the consumer the worker's growing fetch wait (pipeline.compat.fetch_wait:
 doubling on empty fetches from the wait of the case up to MS), so a case shows what an idle
 worker's Fetch rate and broker CPU come to with it.
@@ -24,7 +33,7 @@ import os
 import time
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.conn import AIOKafkaConnection
 
@@ -78,6 +87,52 @@ async def one_case(broker: EmbeddedBroker, partitions: int, wait_ms: int, second
         await consumer.stop()
 
 
+STORED_ROUNDS = 150
+"""Rounds (a produce, or a produce and the Fetch that returns it) per measurement of ``--stored``."""
+
+
+async def stored_cases(stored: list[int]) -> None:
+    """Print the broker's CPU per Fetch that returns one record, by the batches stored in its partition."""
+    with EmbeddedBroker() as broker:
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic("fetch-length", 1, 1)])
+        finally:
+            await admin.close()
+        tp = TopicPartition("fetch-length", 0)
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, fetch_max_wait_ms=5, enable_auto_commit=False)
+        await producer.start()
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            batches = 0
+            for target in stored:
+                while batches < target:  # one record a request: one batch object each
+                    await producer.send_and_wait(tp.topic, b"x" * 200, partition=0)
+                    batches += 1
+                await consumer.seek_to_end(tp)
+                await consumer.getmany(tp, timeout_ms=200)
+                cpu = cpu_seconds(broker.pid)
+                for _ in range(STORED_ROUNDS):
+                    await producer.send_and_wait(tp.topic, b"y" * 200, partition=0)
+                produce = cpu_seconds(broker.pid) - cpu
+                cpu = cpu_seconds(broker.pid)
+                for _ in range(STORED_ROUNDS):
+                    await producer.send_and_wait(tp.topic, b"y" * 200, partition=0)
+                    while not (await consumer.getmany(tp, timeout_ms=1000)).get(tp):
+                        pass
+                both = cpu_seconds(broker.pid) - cpu
+                print(f"{batches:6d} batches stored: broker {1000 * (both - produce) / STORED_ROUNDS:.2f} ms CPU per "
+                      f"Fetch of one new record (a produce {1000 * produce / STORED_ROUNDS:.2f} ms)  "
+                      f"[load {os.getloadavg()[0]:.1f}]", flush=True)
+                batches += 2 * STORED_ROUNDS
+        finally:
+            await consumer.stop()
+            await producer.stop()
+
+
 async def run(partitions: list[int], waits: list[int], seconds: float, grow_to: int = 0) -> None:
     _count_fetches()
     with EmbeddedBroker() as broker:
@@ -96,7 +151,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per case")
     parser.add_argument("--grow-to", type=int, default=0, metavar="MS",
                         help="double the wait on empty fetches up to MS (the worker's fetch_wait_max_ms; 0: fixed)")
+    parser.add_argument("--stored", default="", metavar="N,M",
+                        help="instead: the cost of a Fetch with records by the batches stored in its partition")
     args = parser.parse_args()
+    if args.stored:
+        asyncio.run(stored_cases([int(x) for x in args.stored.split(",")]))
+        return
     asyncio.run(run([int(x) for x in args.partitions.split(",")], [int(x) for x in args.waits.split(",")],
                     args.seconds, args.grow_to))
 

@@ -114,13 +114,21 @@ class Settings(BaseModel):
                     "record after a silence may wait up to it). 0 or 20 = a fixed 20 ms wait.")
     fetch_interval_ms: float = Field(
         0, ge=0, le=1000,
-        description="Embedded broker only, off by default: after a fetch that brought records, the worker's next fetch waits until "
-                    "this long after that one was sent, so it reads every partition once for what arrived meanwhile "
-                    "(the embedded broker's cost of a fetch with records grows with the partitions' length, not with "
-                    "the records; docs/performance.md, goal 2). Each hop through the broker may wait up to it more (median "
-                    "latency at 3,000 turns/s ~70-110 ms without, ~180-300 ms with 100; at 500 turns/s 30 ms without, "
-                    "172 ms with 100, over the 30 ms target). 0 (the default) = fetch again as soon as the records "
-                    "are taken; 100 saves a sixth to a third of the pipeline's CPU at 3,000 turns/s.")
+        description="Embedded broker only: under load, after a fetch that brought records the worker's next fetch waits "
+                    "until up to this long after that one was sent, so it reads every partition once for what arrived "
+                    "meanwhile (the embedded broker's cost of a fetch with records grows with the partitions' length, "
+                    "not with the records; docs/performance.md, goal 2). How long depends on the records per second "
+                    "the fetches find: nothing below VOLUNTEER_FETCH_INTERVAL_FROM_RATE, all of it from twice that. "
+                    "Each hop through the broker may wait up to it more. 0 (the default) = off: fetch again as soon "
+                    "as the records are taken. With 100 on a shared 2-core machine: 500 turns/s kept its ~45 ms median "
+                    "(172 ms with session 8's fixed interval); at 3,000 turns/s the broker took ~95 instead of ~125 "
+                    "us per turn when the worker kept up, but it fell behind in about half the runs.")
+    fetch_interval_from_rate: float = Field(
+        1500, ge=0, le=1_000_000,
+        description="Embedded broker only: the records per second (all the worker's input topics) from which the "
+                    "fetch interval starts; it grows with the rate to all of VOLUNTEER_FETCH_INTERVAL_MS at twice "
+                    "this. Below it fetches are not held (500 turns/s keeps its latency). 0 = the whole interval "
+                    "after every fetch with records, whatever the load.")
     consumer_in_loop: bool = Field(
         False, description="Run the worker's Kafka consumer on the worker's event loop, not in Faust's consumer "
                            "thread (no cross-thread hand-off per fetch and commit): less CPU per turn on a loaded "

@@ -19,7 +19,8 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
    worker's Fetch names only the partitions Faust reads.
 6. :mod:`.fetch_wait`: on the embedded broker, a fetch wait that grows while fetches come back
    empty, up to the setting ``fetch_wait_max_ms`` (0: the fixed wait); and
-   :mod:`.fetch_interval`: at most one Fetch per ``fetch_interval_ms`` while fetches bring records.
+   :mod:`.fetch_interval`: at most one Fetch per ``fetch_interval_ms`` while fetches bring many records
+   (from ``fetch_interval_from_rate`` records/s).
 7. :mod:`.inloop_consumer`: the aiokafka consumer runs on the worker's loop, not in Faust's consumer
    thread (setting ``consumer_in_loop``, off by default).
 8. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3. Its loop
@@ -69,7 +70,7 @@ def install(app: Any, settings: Settings) -> None:
     if settings.broker_is_embedded and settings.fetch_wait_max_ms:
         fetch_wait.install(app, settings.fetch_wait_max_ms)
     if settings.broker_is_embedded and settings.fetch_interval_ms:
-        fetch_interval.install(app, settings.fetch_interval_ms)
+        fetch_interval.install(app, settings.fetch_interval_ms, settings.fetch_interval_from_rate)
     if settings.consumer_in_loop:
         inloop_consumer.install(app)
     fastdrain.install(app, pause_s=settings.fetch_pause_ms / 1000)

@@ -89,3 +89,91 @@ def test_an_unassignment_cancels_a_held_fetch(embedded_broker: EmbeddedBroker) -
     held, cancelled = run(scenario())
     assert held
     assert cancelled  # never the whole minute: the hold is cancelled with its task
+
+
+BACKLOG = 500
+
+
+async def _backlog_consumer(broker: EmbeddedBroker, topic: str) -> tuple[AIOKafkaProducer, AIOKafkaConsumer, Any]:
+    """A producer, and a consumer at offset 0 of ``topic``'s partition 0, which holds BACKLOG records."""
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap,
+                                fetch_max_wait_ms=tansu_client.FETCH_MAX_WAIT_MS, enable_auto_commit=False)
+    await producer.start()
+    await consumer.start()
+    for i in range(BACKLOG):
+        await producer.send(topic, b"%d" % i, partition=0)
+    await producer.flush()
+    return producer, consumer, consumer._fetcher
+
+
+async def _take_all(consumer: AIOKafkaConsumer, tp: TopicPartition, count: int) -> list[bytes]:
+    taken: list[bytes] = []
+    while len(taken) < count:
+        taken += [m.value for m in (await consumer.getmany(tp, timeout_ms=10_000)).get(tp, [])]
+    return taken
+
+
+def test_the_hold_is_chosen_from_the_records_the_fetches_found(embedded_broker: EmbeddedBroker) -> None:
+    async def scenario(from_rate: float) -> tuple[int, float, list[bytes], list[bytes]]:
+        topic = f"fi-rate-{int(from_rate)}"
+        producer, consumer, fetcher = await _backlog_consumer(embedded_broker, topic)
+        try:
+            tp = TopicPartition(topic, 0)
+            load = fetch_interval.attach(fetcher, 60_000, from_rate=from_rate, window_s=0)
+            assert load is not None
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            backlog = await _take_all(consumer, tp, BACKLOG)
+            await producer.send_and_wait(topic, b"more", partition=0)
+            if load.hold_for_s:  # held for the minute: the record waits for the next Fetch
+                later = [m.value for m in (await consumer.getmany(tp, timeout_ms=300)).get(tp, [])]
+            else:
+                later = await _take_all(consumer, tp, 1)
+            return load.found, load.hold_for_s, backlog, later
+        finally:
+            await consumer.stop()
+            await producer.stop()
+
+    expected = [b"%d" % i for i in range(BACKLOG)]
+    run(create_topic(embedded_broker.bootstrap, "fi-rate-1", 1))
+    found, hold, backlog, later = run(scenario(1))  # any backlog found in less than 500 s is over 1/s
+    assert found >= BACKLOG  # each partition's high watermark past the fetch offset
+    assert hold == 60.0
+    assert backlog == expected
+    assert later == []  # the Fetch that would bring it is held
+    run(create_topic(embedded_broker.bootstrap, "fi-rate-1000000000", 1))
+    found, hold, backlog, later = run(scenario(1e9))  # the same records, far below that rate
+    assert found >= BACKLOG
+    assert hold == 0.0
+    assert backlog == expected
+    assert later == [b"more"]  # fetched without a hold
+
+
+def test_records_not_taken_within_the_hold_stop_the_holds(embedded_broker: EmbeddedBroker) -> None:
+    async def scenario() -> tuple[float, int, float, list[bytes]]:
+        topic = "fi-busy"
+        producer, consumer, fetcher = await _backlog_consumer(embedded_broker, topic)
+        try:
+            tp = TopicPartition(topic, 0)
+            # from_rate 0: the whole interval after every Fetch with records; one window: busy() sticks
+            load = fetch_interval.attach(fetcher, 50, from_rate=0, window_s=3600)
+            assert load is not None
+            held = load.hold_for_s
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            for _ in range(1000):  # the first Fetch buffers records nobody takes, its hold ends with them untaken
+                if not load.hold_for_s:
+                    break
+                await asyncio.sleep(0.01)
+            return held, load.found, load.hold_for_s, await _take_all(consumer, tp, BACKLOG)
+        finally:
+            await consumer.stop()
+            await producer.stop()
+
+    run(create_topic(embedded_broker.bootstrap, "fi-busy", 1))
+    held, found, after, taken = run(scenario())
+    assert held == 0.05
+    assert found >= BACKLOG  # the Fetch that brought them was held...
+    assert after == 0.0  # ...and its records were still there when the hold ended: no more holds in this window
+    assert taken == [b"%d" % i for i in range(BACKLOG)]
