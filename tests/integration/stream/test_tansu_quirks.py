@@ -316,3 +316,38 @@ def test_quirk6_group_offsets_need_explicit_partitions(embedded_broker: Embedded
     with pytest.raises(Exception):  # noqa: B017 - still needed: the answer cannot be decoded
         run(listed(explicit=False))
     assert run(listed(explicit=True)) == {TopicPartition("q6", 0): -1, TopicPartition("q6", 1): 2}
+
+
+def test_quirk8_retention_is_not_applied(embedded_broker: EmbeddedBroker) -> None:
+    """Records past a topic's retention stay readable: the memory engine stores the configs and never
+    applies them, so nothing bounds what the broker holds (docs/streaming.md, quirk 8). If this starts
+    failing, Tansu applies retention and the docs' "raw turns stay for the broker's life" is wrong."""
+    from aiokafka.admin import NewTopic
+
+    async def scenario() -> tuple[int, bytes | None]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=embedded_broker.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic("q8", 1, 1, topic_configs={
+                "retention.ms": "1", "retention.bytes": "1", "segment.ms": "1", "segment.bytes": "1",
+                "cleanup.policy": "delete"})])
+        finally:
+            await admin.close()
+        await produce_batches(embedded_broker.bootstrap, "q8", batches=20, per_batch=5)
+        await asyncio.sleep(1.5)  # far past retention.ms=1 and segment.ms=1
+        await produce_batches(embedded_broker.bootstrap, "q8", batches=1, per_batch=1)  # a new segment, were there any
+        consumer = AIOKafkaConsumer(bootstrap_servers=embedded_broker.bootstrap, fetch_max_wait_ms=50,
+                                    auto_offset_reset="none", enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tp = TopicPartition("q8", 0)
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            got = await consumer.getmany(tp, timeout_ms=5000)
+            first = got.get(tp, [])
+            return (first[0].offset if first else -1), (first[0].value if first else None)
+        finally:
+            await consumer.stop()
+
+    offset, value = run(scenario())
+    assert (offset, value) == (0, b"x")  # the first record, 100 times past its retention, is still there
