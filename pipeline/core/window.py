@@ -219,7 +219,9 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
     for e in acc.values():
         occ: int = e[_OCC]  # typed locals: the compiled core does this arithmetic on C ints and doubles
         last: int = e[_LAST]
-        weight: float = (last + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0)
+        # ``0.0``, not ``0``: an int there made the sum a generic (boxed) addition per candidate; a
+        # float plus 0.0 is the same float as plus 0.
+        weight: float = (last + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0.0)
         (weak_ones if e[_WEAK] else strong).append((-weight, e[_ORDER], e))
     strong.sort()
     out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]]
