@@ -199,9 +199,21 @@ def _sighting(raw_display: str, raw_query: str) -> _Sighting:
     return (display, query, norm, klass, (display, query, norm, False))
 
 
+def run_tokens(surface: str) -> list[str]:
+    """``_WS_SPLIT_RE.split(surface)`` for a capitalised run (a match of the run patterns).
+
+    A run starts and ends with a token, so splitting it at whitespace leaves no empty piece; in
+    printable ASCII the only whitespace is the space, where ``str.split`` cuts exactly as the
+    JS-whitespace regex does (that regex split was a third of a first sighting's cost).
+    ``tests/unit/core/test_properties.py`` compares the two on runs."""
+    if surface.isascii() and surface.isprintable():
+        return surface.split()
+    return _WS_SPLIT_RE.split(surface)
+
+
 def _surface(surface: str) -> tuple[_Sighting, _Sighting | None]:
     """The run itself, and its remainder after leading hard stopwords (HEAD's trim), if any."""
-    tokens = _WS_SPLIT_RE.split(surface)
+    tokens = run_tokens(surface)
     first_kept = 0
     while first_kept < len(tokens) and strip_possessive(tokens[first_kept]).lower() in STOPWORDS:
         first_kept += 1
@@ -308,7 +320,7 @@ def _extract(text: str) -> list[Candidate]:
     runs = () if ascii_only and text.lower() == text else (
         _CAP_RUN_ASCII_RE if ascii_only else _CAP_RUN_RE).finditer(text)
     for m in runs:
-        surface = m.group(0)
+        surface = m[0]  # a subscript, not the ``group`` method: no attribute lookup per match
         info: Any = _surface_cache.get(surface)
         if info is None:
             info = _bounded(_surface_cache)[surface] = _surface(surface)
@@ -360,7 +372,7 @@ def _cjk_grams(text: str, out: list[Candidate], strong_norms: set[str], weak_see
     """Whole short runs, else every 4-, 3- and 2-gram per start position; no pure-hiragana grams."""
     count = 0
     for m in _CJK_RUN_RE.finditer(text):
-        run = m.group(0)
+        run = m[0]
         if len(run) < 2:
             continue
         if len(run) <= 4:

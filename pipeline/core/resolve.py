@@ -26,7 +26,7 @@ from pipeline.core.memo import Memo
 from pipeline.core.normalize import is_plain
 from pipeline.core.pages import Page
 from pipeline.core.types import ARM_CONFIDENCE, Pointer, new_pointer
-from pipeline.core.window import WindowCandidate
+from pipeline.core.window import WindowCandidate, as_list
 
 RESOLVER_POOL: Final = 10
 """The volunteer path resolves up to 2 x the hard page cap of 5, before the gate."""
@@ -47,8 +47,8 @@ def could_resolve(turns: Sequence[tuple[str, Sequence[Candidate]]], brain: Brain
     qualifies the merge and the resolver can be skipped: that is a third of all turns.
     """
     alias = brain.alias_index
-    for _, cands in turns:
-        for _display, query, norm, _weak in cands:
+    for _, cands in as_list(turns):
+        for _display, query, norm, _weak in as_list(cands):
             if norm in alias:
                 return True
             info = brain.query_info(query)
@@ -97,7 +97,7 @@ def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool,
     codes = _candidate_codes(brain)
     live = False
     keep: list[str] = []
-    for _display, query, norm, _weak in cands:
+    for _display, query, norm, _weak in as_list(cands):
         known = codes.get(query)
         if known is not None and known[0] == norm:
             code = known[1]
@@ -197,15 +197,19 @@ def resolve_with_index(
     threshold, the cap keeps 3 of up to 10), and a first synopsis of a page strips its fences."""
     if not candidates or not source_ids:
         return [], {}
-    scope = source_ids if isinstance(source_ids, (list, tuple)) else list(source_ids)  # not ``list | tuple``: a new union per call
+    # A tuple and a list typed as such: in the compiled core a loop over a ``Sequence`` allocates an
+    # iterator object (tracked by the garbage collector) and calls through it per item, and these
+    # loops run several times per resolved window (the scope once per weak alias hit).
+    scope: tuple[str, ...] = source_ids if isinstance(source_ids, tuple) else tuple(source_ids)
+    cands: list[WindowCandidate] = candidates if isinstance(candidates, list) else list(candidates)
 
-    weak_norms = [c.norm for c in candidates if c.weak] if lexical_arms else []
+    weak_norms = [c.norm for c in cands if c.weak] if lexical_arms else []
     strong_norms: list[str] = []
     titles_lc: dict[str, str] = {}  # title_lc -> first norm (titleToNorm); the keys are the title set
     slug_to_norm: dict[str, str] = {}
     surname_to_norm: dict[str, str] = {}  # armed surname token -> first norm, in candidate order
     row_ids: set[int] = set()  # arm 2: every page matched by title, slug, slug tail or surname
-    for c in candidates:
+    for c in cands:
         if c.weak:
             continue
         norm = c.norm
@@ -300,7 +304,7 @@ def resolve_with_index(
     if not pushes:
         return [], {}
     prior_lc = prior_context.lower() if prior_context else ""
-    by_norm = candidates_by_norm(candidates)
+    by_norm = candidates_by_norm(cands)
     pointers: list[Pointer] = []
     made = _of_brain(_pointers if synopses else _bare_pointers, brain)
     for page, arm, norm in pushes:

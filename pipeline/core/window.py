@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 from pipeline.core.extract import MAX_CANDIDATES, MAX_WEAK_CANDIDATES, Candidate, extract_candidates
 from pipeline.core.jscompat import JS_LINE_TERMINATORS, JS_WS
@@ -24,6 +24,7 @@ TURN_PREFIX_RE: Final = re.compile(
 line terminator, ``$`` is the end of the input. Use with ``.match``."""
 
 ROLES: Final = ("user", "assistant")
+_T = TypeVar("_T")
 
 
 _WS_CHARS: Final = frozenset(JS_WHITESPACE)
@@ -178,19 +179,22 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
     n = len(turns)
     if not n:
         return []
+    rows = as_list(turns)
+    kept: frozenset[str] | None = keep if keep is None or isinstance(keep, frozenset) else frozenset(keep)
     acc: dict[str, list[Any]] = {}
     last_idx = n - 1
     strong_seen = weak_seen = 0
-    for i, (role, cands) in enumerate(turns):
+    for i in range(n):
+        role, cands = rows[i]
         is_user = role == "user"
         newest = i == last_idx
-        for display, query, norm, weak in cands:
-            if keep is not None:
+        for display, query, norm, weak in as_list(cands):
+            if kept is not None:
                 if weak:
                     weak_seen += 1
                 else:
                     strong_seen += 1
-                if norm not in keep:
+                if norm not in kept:
                     continue
             e = acc.get(norm)
             if e is None:
@@ -208,14 +212,16 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
                 e[_DISPLAY] = display
                 e[_USER] = True
 
-    if keep is not None and (strong_seen > MAX_CANDIDATES or weak_seen > MAX_WEAK_CANDIDATES) and _crowded(turns):
-        return [c for c in merge_window(turns) if c.norm in keep]
+    if kept is not None and (strong_seen > MAX_CANDIDATES or weak_seen > MAX_WEAK_CANDIDATES) and _crowded(rows):
+        return [c for c in merge_window(rows) if c.norm in kept]
     strong: list[tuple[float, int, list[Any]]] = []
     weak_ones: list[tuple[float, int, list[Any]]] = []
     for e in acc.values():
         occ: int = e[_OCC]  # typed locals: the compiled core does this arithmetic on C ints and doubles
         last: int = e[_LAST]
-        weight: float = (last + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0)
+        # ``0.0``, not ``0``: an int there made the sum a generic (boxed) addition per candidate; a
+        # float plus 0.0 is the same float as plus 0.
+        weight: float = (last + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0.0)
         (weak_ones if e[_WEAK] else strong).append((-weight, e[_ORDER], e))
     strong.sort()
     out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]]
@@ -225,14 +231,22 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
     return out
 
 
-def _crowded(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> bool:
+def as_list(items: Sequence[_T]) -> list[_T]:
+    """``items`` itself when it is a list (the stream's windows and every extracted candidate list),
+    else a list of it. In the compiled core a loop over a ``list`` indexes it in C, while a loop over
+    a ``Sequence`` allocates an iterator object (tracked by the garbage collector) per loop and calls
+    through it per item: the merge ran two such loops per window turn."""
+    return items if isinstance(items, list) else list(items)
+
+
+def _crowded(turns: list[tuple[str, Sequence[Candidate]]]) -> bool:
     """Whether the whole merge would drop a norm: more distinct strong norms than it keeps, or more
     distinct weak ones (a norm with any strong sighting is strong). Asked only when the sightings
     alone exceed a cap: repeated words make many sightings of few norms."""
     strong: set[str] = set()
     weak: set[str] = set()
     for _role, cands in turns:
-        for c in cands:
+        for c in as_list(cands):
             if c[3]:
                 weak.add(c[2])
             else:

@@ -48,3 +48,38 @@ def test_rest_one_counts_a_store_only_while_resting() -> None:
     assert not memo.rest_one()
     memo.put(1, 1)
     assert memo.get(1) == 1
+
+
+def test_the_try_after_a_rest_is_a_short_trial() -> None:
+    memo: Memo[int, int] = Memo(16)
+    for key in range(17):  # full without a hit: rests for 64 stores
+        memo.put(key, key)
+    for key in range(64):
+        memo.put(100 + key, key)
+    assert memo.resting == 0 and memo.limit == 2
+    memo.put(1, 1)
+    memo.put(2, 2)
+    memo.put(3, 3)  # two stores of the trial, no hit: rests again without storing
+    assert memo.resting == 64 and len(memo) == 0
+    assert memo.get(1) is None
+
+
+def test_a_trial_that_pays_makes_a_full_memo_again() -> None:
+    memo: Memo[int, int] = Memo(16)
+    for key in range(17):
+        memo.put(key, key)
+    memo.resting = 0  # the rest is over
+    memo.put(1, 1)
+    memo.put(2, 2)
+    assert memo.get(1) == 1
+    memo.put(3, 3)  # one hit in a trial of two stores: passes, entries kept
+    assert memo.resting == 0 and memo.limit == 16
+    assert [memo.get(k) for k in (1, 2, 3)] == [1, 2, 3]
+
+
+def test_clear_ends_a_trial_too() -> None:
+    memo: Memo[int, int] = Memo(16)
+    for key in range(17):
+        memo.put(key, key)
+    memo.clear()
+    assert memo.limit == 16 and memo.resting == 0

@@ -338,6 +338,21 @@ def test_extraction_equals_the_straightforward_extraction(text: str) -> None:
     assert ex._extract(text) == expected  # warm caches
 
 
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=ASCII_TEXT | TEXT | WORDY_TEXT)
+@example(text="Alice\tBob  Carol\u00a0Dave\x1cEve Zoë Ann\ufeffLee")
+def test_a_run_splits_into_the_tokens_of_the_whitespace_regex(text: str) -> None:
+    """``run_tokens`` (``str.split`` on printable ASCII runs) against the JS-whitespace regex split,
+    on every run either run pattern finds."""
+    from pipeline.core import extract as ex
+
+    runs = [m[0] for m in ex._CAP_RUN_RE.finditer(text)]
+    if text.isascii():
+        runs += [m[0] for m in ex._CAP_RUN_ASCII_RE.finditer(text)]
+    for run in runs:
+        assert ex.run_tokens(run) == ex._WS_SPLIT_RE.split(run)
+
+
 WINDOWS = st.lists(st.lists(TURN, min_size=1, max_size=4), min_size=1, max_size=6)
 
 
