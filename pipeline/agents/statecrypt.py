@@ -24,8 +24,10 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import itertools
 import os
 import secrets
+import struct
 import threading
 from pathlib import Path
 
@@ -37,6 +39,7 @@ NONCE_BYTES = 12
 TAG_BYTES = 16
 _PREFIX_BYTES = 8
 _COUNTER_LIMIT = 2**32
+_COUNT = struct.Struct(">I")
 
 
 class StateKeyError(ValueError):
@@ -110,17 +113,26 @@ class StateCipher:
         if len(key) != KEY_BYTES:
             raise StateKeyError(f"an AES-256 key is {KEY_BYTES} bytes, not {len(key)}")
         self._aead = AESGCM(key)
-        self._lock = threading.Lock()
-        self._prefix = secrets.token_bytes(_PREFIX_BYTES)
-        self._counter = 0
+        self._lock = threading.Lock()  # only to draw a new prefix
+        self._nonces = (secrets.token_bytes(_PREFIX_BYTES), itertools.count())
 
     def _nonce(self) -> bytes:
+        """The next nonce, without a lock: a worker seals every state it saves (one per session of a
+        batch), and the lock's acquire and release were a good part of the Python around AES-GCM.
+
+        Each prefix has a counter of its own, read together from one tuple, and ``next`` on an
+        ``itertools.count`` is atomic (C code that never releases the GIL), so every count below the
+        limit is handed out once with its own prefix, whichever threads seal. The thread that reaches
+        the limit draws the next prefix with a fresh counter, once (the lock, and the check that the
+        counter is still the current one), and takes a nonce from it."""
+        prefix, counter = self._nonces
+        count = next(counter)
+        if count < _COUNTER_LIMIT:
+            return prefix + _COUNT.pack(count)
         with self._lock:
-            if self._counter >= _COUNTER_LIMIT:
-                self._prefix, self._counter = secrets.token_bytes(_PREFIX_BYTES), 0
-            count = self._counter
-            self._counter += 1
-            return self._prefix + count.to_bytes(4, "big")
+            if self._nonces[1] is counter:
+                self._nonces = (secrets.token_bytes(_PREFIX_BYTES), itertools.count())
+        return self._nonce()
 
     def seal(self, plaintext: bytes, associated: bytes) -> bytes:
         """``nonce || ciphertext || tag``."""

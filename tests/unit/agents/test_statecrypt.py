@@ -70,6 +70,31 @@ def test_a_sealed_window_holds_no_candidate_word_and_decides_the_same() -> None:
     assert b"Quorvex" not in sealed_value and b"Alice" not in sealed_value and b"Blanditum" not in sealed_value
 
 
+def test_nonces_never_repeat_across_threads_and_a_new_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four threads seal at once while the counter runs past its limit several times: every nonce
+    is new, each prefix hands out each count once, and every value still opens."""
+    from pipeline.agents import statecrypt
+
+    monkeypatch.setattr(statecrypt, "_COUNTER_LIMIT", 50)
+    cipher = StateCipher(b"k" * 32)
+    sealed: list[list[bytes]] = [[] for _ in range(4)]
+
+    def seal_many(out: list[bytes]) -> None:
+        out.extend(cipher.seal(b"state %d" % i, b"session") for i in range(300))
+
+    threads = [threading.Thread(target=seal_many, args=(out,)) for out in sealed]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    values = [v for out in sealed for v in out]
+    nonces = [v[:12] for v in values]
+    assert len(set(nonces)) == len(nonces) == 1200
+    assert len({n[:8] for n in nonces}) >= 1200 // 50  # a new prefix at least every 50 seals
+    assert all(int.from_bytes(n[8:], "big") < 50 for n in nonces)
+    assert sorted(cipher.open(v, b"session") for v in sealed[0]) == sorted(b"state %d" % i for i in range(300))
+
+
 def test_plain_version_1_values_are_still_read() -> None:
     cipher = StateCipher(parse_key(new_key_text()))
     old = SessionRecord(SessionState(last_turn=5), 1, 10, 20).to_bytes()
