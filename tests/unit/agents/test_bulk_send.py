@@ -98,3 +98,30 @@ def test_one_batch_a_partition_is_one_round() -> None:
     placed = asyncio.run(send_all(FaustProducer(inner), [("t", b"k", b"v%d" % p, p) for p in range(4)]))
     assert [(topic, partition) for topic, partition, _ in inner.sent] == [("t", 0), ("t", 1), ("t", 2), ("t", 3)]
     assert placed == [("t", p, 0, 1) for p in range(4)]
+
+
+def test_each_key_is_hashed_once_a_call_and_lands_where_the_partitioner_puts_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[bytes | None] = []
+
+    def partitioner(key: bytes | None, partitions: list[int], available: list[int]) -> int:
+        calls.append(key)
+        return len(calls) % 3 if key is None else sum(key) % 3
+
+    class Keyed(Access):
+        def partitioner(self, producer: Any) -> Any:
+            return partitioner
+
+        async def partitions(self, producer: Any, topic: str) -> tuple[list[int], list[int]]:
+            return [0, 1, 2], [0, 1, 2]
+
+    monkeypatch.setattr(internals, "_current", Keyed())
+    inner = AioProducer(capacity=100)
+    records = [("t", key, b"%s-%d" % (key, i), None) for i in range(3) for key in (b"a", b"b", b"c")]
+    records += [("u", b"a", b"u", None), ("t", None, b"n1", None), ("t", None, b"n2", None)]
+    asyncio.run(send_all(FaustProducer(inner), records))
+    assert sorted(calls, key=repr) == sorted([b"a", b"b", b"c", b"a", None, None], key=repr)  # once per topic and key
+    sent = {(topic, partition): values for topic, partition, values in inner.sent}
+    for key in (b"a", b"b", b"c"):
+        mine = [v for v in sent[("t", sum(key) % 3)] if v is not None and v.startswith(key + b"-")]
+        assert mine == [b"%s-%d" % (key, i) for i in range(3)]  # where the partitioner puts the key, in order
+    assert sent[("u", sum(b"a") % 3)] == [b"u"]
