@@ -13,6 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from pipeline.compat import fetch_interval
 from pipeline.embedded.tansu import EmbeddedBroker
+from tests.integration.stream.fetch_clients import fetch_clients
 from tests.integration.stream.test_tansu_quirks import create_topic, run
 from topics import tansu_client
 
@@ -23,12 +24,7 @@ HOLD_MS = 1_500
 
 def test_records_come_at_once_and_the_next_fetch_waits_for_the_interval(embedded_broker: EmbeddedBroker) -> None:
     async def scenario() -> tuple[list[bytes], bool, list[bytes], list[bytes]]:
-        producer = AIOKafkaProducer(bootstrap_servers=embedded_broker.bootstrap)
-        consumer = AIOKafkaConsumer(bootstrap_servers=embedded_broker.bootstrap,
-                                    fetch_max_wait_ms=tansu_client.FETCH_MAX_WAIT_MS, enable_auto_commit=False)
-        await producer.start()
-        await consumer.start()
-        try:
+        async with fetch_clients(embedded_broker) as (producer, consumer):
             tp = TopicPartition("fi", 0)
             consumer.assign([tp])
             ends = await tansu_client.end_offsets(consumer, [tp], embedded=True)
@@ -46,9 +42,6 @@ def test_records_come_at_once_and_the_next_fetch_waits_for_the_interval(embedded
             while not after:
                 after = [m.value for m in (await consumer.getmany(timeout_ms=10_000)).get(tp, [])]
             return first, held, during, after
-        finally:
-            await consumer.stop()
-            await producer.stop()
 
     run(create_topic(embedded_broker.bootstrap, "fi", 1))
     first, held, during, after = run(scenario())
@@ -60,12 +53,7 @@ def test_records_come_at_once_and_the_next_fetch_waits_for_the_interval(embedded
 
 def test_an_unassignment_cancels_a_held_fetch(embedded_broker: EmbeddedBroker) -> None:
     async def scenario() -> tuple[bool, bool]:
-        producer = AIOKafkaProducer(bootstrap_servers=embedded_broker.bootstrap)
-        consumer = AIOKafkaConsumer(bootstrap_servers=embedded_broker.bootstrap,
-                                    fetch_max_wait_ms=tansu_client.FETCH_MAX_WAIT_MS, enable_auto_commit=False)
-        await producer.start()
-        await consumer.start()
-        try:
+        async with fetch_clients(embedded_broker) as (producer, consumer):
             tp = TopicPartition("fi-unassign", 0)
             consumer.assign([tp])
             consumer.seek(tp, 0)
@@ -81,9 +69,6 @@ def test_an_unassignment_cancels_a_held_fetch(embedded_broker: EmbeddedBroker) -
                     break
                 await asyncio.sleep(0.01)
             return held, all(task.done() for task in fetcher._pending_tasks)
-        finally:
-            await consumer.stop()
-            await producer.stop()
 
     run(create_topic(embedded_broker.bootstrap, "fi-unassign", 1))
     held, cancelled = run(scenario())
@@ -94,17 +79,11 @@ def test_an_unassignment_cancels_a_held_fetch(embedded_broker: EmbeddedBroker) -
 BACKLOG = 500
 
 
-async def _backlog_consumer(broker: EmbeddedBroker, topic: str) -> tuple[AIOKafkaProducer, AIOKafkaConsumer, Any]:
-    """A producer, and a consumer at offset 0 of ``topic``'s partition 0, which holds BACKLOG records."""
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
-    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap,
-                                fetch_max_wait_ms=tansu_client.FETCH_MAX_WAIT_MS, enable_auto_commit=False)
-    await producer.start()
-    await consumer.start()
+async def _fill(producer: AIOKafkaProducer, topic: str) -> None:
+    """Put BACKLOG records into ``topic``'s partition 0."""
     for i in range(BACKLOG):
         await producer.send(topic, b"%d" % i, partition=0)
     await producer.flush()
-    return producer, consumer, consumer._fetcher
 
 
 async def _take_all(consumer: AIOKafkaConsumer, tp: TopicPartition, count: int) -> list[bytes]:
@@ -117,8 +96,9 @@ async def _take_all(consumer: AIOKafkaConsumer, tp: TopicPartition, count: int) 
 def test_the_hold_is_chosen_from_the_records_the_fetches_found(embedded_broker: EmbeddedBroker) -> None:
     async def scenario(from_rate: float) -> tuple[int, float, list[bytes], list[bytes]]:
         topic = f"fi-rate-{int(from_rate)}"
-        producer, consumer, fetcher = await _backlog_consumer(embedded_broker, topic)
-        try:
+        async with fetch_clients(embedded_broker) as (producer, consumer):
+            await _fill(producer, topic)
+            fetcher: Any = consumer._fetcher
             tp = TopicPartition(topic, 0)
             load = fetch_interval.attach(fetcher, 60_000, from_rate=from_rate, window_s=0)
             assert load is not None
@@ -131,9 +111,6 @@ def test_the_hold_is_chosen_from_the_records_the_fetches_found(embedded_broker: 
             else:
                 later = await _take_all(consumer, tp, 1)
             return load.found, load.hold_for_s, backlog, later
-        finally:
-            await consumer.stop()
-            await producer.stop()
 
     expected = [b"%d" % i for i in range(BACKLOG)]
     run(create_topic(embedded_broker.bootstrap, "fi-rate-1", 1))
@@ -153,8 +130,9 @@ def test_the_hold_is_chosen_from_the_records_the_fetches_found(embedded_broker: 
 def test_records_not_taken_within_the_hold_stop_the_holds(embedded_broker: EmbeddedBroker) -> None:
     async def scenario() -> tuple[float, int, float, list[bytes]]:
         topic = "fi-busy"
-        producer, consumer, fetcher = await _backlog_consumer(embedded_broker, topic)
-        try:
+        async with fetch_clients(embedded_broker) as (producer, consumer):
+            await _fill(producer, topic)
+            fetcher: Any = consumer._fetcher
             tp = TopicPartition(topic, 0)
             # from_rate 0: the whole interval after every Fetch with records; one window: busy() sticks
             load = fetch_interval.attach(fetcher, 50, from_rate=0, window_s=3600)
@@ -167,9 +145,6 @@ def test_records_not_taken_within_the_hold_stop_the_holds(embedded_broker: Embed
                     break
                 await asyncio.sleep(0.01)
             return held, load.found, load.hold_for_s, await _take_all(consumer, tp, BACKLOG)
-        finally:
-            await consumer.stop()
-            await producer.stop()
 
     run(create_topic(embedded_broker.bootstrap, "fi-busy", 1))
     held, found, after, taken = run(scenario())

@@ -9,10 +9,11 @@ import time
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import TopicPartition
 
 from pipeline.compat import fetch_wait
 from pipeline.embedded.tansu import EmbeddedBroker
+from tests.integration.stream.fetch_clients import fetch_clients
 from tests.integration.stream.test_tansu_quirks import create_topic, run
 from topics import tansu_client
 
@@ -24,12 +25,7 @@ MAX_MS = 160
 def test_an_idle_consumer_fetches_rarely_and_a_record_after_a_silence_still_comes_soon(
         embedded_broker: EmbeddedBroker) -> None:
     async def scenario() -> tuple[float, int, float, int]:
-        producer = AIOKafkaProducer(bootstrap_servers=embedded_broker.bootstrap)
-        consumer = AIOKafkaConsumer(bootstrap_servers=embedded_broker.bootstrap,
-                                    fetch_max_wait_ms=tansu_client.FETCH_MAX_WAIT_MS, enable_auto_commit=False)
-        await producer.start()
-        await consumer.start()
-        try:
+        async with fetch_clients(embedded_broker) as (producer, consumer):
             tps = [TopicPartition("fw", p) for p in range(4)]
             consumer.assign(tps)
             ends = await tansu_client.end_offsets(consumer, tps, embedded=True)
@@ -62,9 +58,6 @@ def test_an_idle_consumer_fetches_rarely_and_a_record_after_a_silence_still_come
                     break
                 await asyncio.sleep(0.005)
             return idle_rate, grown, delay, wait.current_ms
-        finally:
-            await consumer.stop()
-            await producer.stop()
 
     run(create_topic(embedded_broker.bootstrap, "fw", 4))
     idle_rate, grown, delay, after = run(scenario())
