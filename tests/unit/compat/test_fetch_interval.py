@@ -15,8 +15,10 @@ import pytest
 from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.structs import TopicPartition
 
+from pipeline import compat
 from pipeline.compat import fetch_interval
 from pipeline.internals import CompatError
+from pipeline.settings import load_settings
 
 LONG_MS = 60_000
 """An interval no test waits out: a held Fetch shows as a coroutine still running."""
@@ -204,3 +206,22 @@ def test_a_changed_aiokafka_fetch_is_refused(monkeypatch: pytest.MonkeyPatch) ->
     assert not fetch_interval.start(object(), app)  # not asked for: nothing attached later
     with pytest.raises(CompatError, match=r"has no _fetch_waiters"):
         fetch_interval.attach(object(), 50)
+
+
+def test_the_default_settings_ask_for_the_interval_on_the_embedded_broker_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interval is on by default for ``tansu://`` (docs/performance.md, session 10); a real Kafka broker answers
+    a Fetch from an index and is left alone, and 0 switches it off."""
+    monkeypatch.delenv("VOLUNTEER_FETCH_INTERVAL_MS", raising=False)
+    monkeypatch.delenv("VOLUNTEER_FETCH_INTERVAL_FROM_RATE", raising=False)
+    embedded = faust.App("fetch-interval-default", broker="tansu://127.0.0.1:1")
+    compat.install(embedded, load_settings(broker="tansu://127.0.0.1:1"))
+    assert getattr(embedded, fetch_interval._APP_ATTR) == (100.0, 1500.0)
+
+    real = faust.App("fetch-interval-kafka", broker="kafka://127.0.0.1:1")
+    compat.install(real, load_settings(broker="kafka://127.0.0.1:1"))
+    assert not hasattr(real, fetch_interval._APP_ATTR)
+
+    monkeypatch.setenv("VOLUNTEER_FETCH_INTERVAL_MS", "0")
+    off = faust.App("fetch-interval-off", broker="tansu://127.0.0.1:1")
+    compat.install(off, load_settings(broker="tansu://127.0.0.1:1"))
+    assert not hasattr(off, fetch_interval._APP_ATTR)
