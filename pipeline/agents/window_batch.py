@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from itertools import islice
 
 from pipeline.agents.batch_types import BatchOutput, InRecord
 from pipeline.agents.hooklane import apply_delivery, is_hook_channel, propose, volunteered_event
@@ -40,6 +41,13 @@ WINDOW_BATCH_MAX = 1000
 DECODED_CACHE_MAX = 20_000
 """Decoded session states kept between batches (LRU), so an active session is not re-decoded
 from its table bytes on every batch; about 100 MB at most for long windows."""
+
+DECODED_CACHE_EVICT = DECODED_CACHE_MAX // 16
+"""How many of the oldest decoded states go at once when the cache is over its size. Not one per
+save: a dict keeps the slots of deleted entries until it resizes, and a session's entry leaves the
+front of the cache while a batch uses it, so finding the oldest entry walked over every slot
+deleted before it. With more active sessions than the cache holds, that was ~11 us a save (7.5 %
+of a worker's CPU in a 240,000-turn burst of ~30,000 sessions), and 0.2 us in sixteenths."""
 
 
 def decision_options(settings: Settings) -> DecisionOptions:
@@ -89,7 +97,8 @@ class WindowProcessor:
         cache = self._decoded
         cache[key] = (value, record)
         if len(cache) > DECODED_CACHE_MAX:
-            del cache[next(iter(cache))]
+            for oldest in list(islice(cache, len(cache) - DECODED_CACHE_MAX + DECODED_CACHE_EVICT)):
+                del cache[oldest]
 
     def _dead(self, out: BatchOutput, rec: InRecord, code: str, message: str, now_ms: int) -> None:
         letter = DeadLetter.build(key=rec.key, value=rec.value, topic=self.topic, partition=rec.partition,

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.agents.batch_types import BatchOutput, InRecord
 from pipeline.agents.session_table import SessionRecord
-from pipeline.agents.window_batch import WindowProcessor
+from pipeline.agents.window_batch import DECODED_CACHE_EVICT, DECODED_CACHE_MAX, WindowProcessor
 from pipeline.braindir import load_brain_dir
 from pipeline.core.brain import BrainIndex
 from pipeline.core.session import DecisionOptions
@@ -241,3 +241,24 @@ def test_decoded_states_are_reused_only_while_they_are_the_saved_ones(brain: Bra
                                   table.get, NOW)
     assert recovered.states[b"s"] is not retry.states[b"s"]
     assert recovered.states[b"s"].state.last_turn == 3
+
+
+def test_the_decoded_cache_stays_in_bounds_and_lets_the_least_recently_saved_go_first(settings: Settings) -> None:
+    """More sessions than the cache holds, saved round-robin (each save after its session's use, as a
+    batch does): the cache never grows past its size, the states saved last are always there, and
+    the ones that go are the least recently saved (a sixteenth of the cache at a time)."""
+    processor = WindowProcessor(settings)
+    cache = processor._decoded
+    record = SessionRecord()
+    sessions = DECODED_CACHE_MAX + DECODED_CACHE_MAX // 2
+    for round_no in range(2):
+        for i in range(sessions):
+            key = b"s%d" % i
+            cache.pop(key, None)  # taken out while a batch uses it, as _load does
+            processor.saved(key, b"v%d-%d" % (round_no, i), record)
+            assert len(cache) <= DECODED_CACHE_MAX
+            if i >= DECODED_CACHE_MAX:
+                assert len(cache) >= DECODED_CACHE_MAX - DECODED_CACHE_EVICT
+    kept = list(cache)
+    assert kept == [b"s%d" % i for i in range(sessions - len(kept), sessions)]  # the newest, oldest first
+    assert cache[b"s%d" % (sessions - 1)] == (b"v1-%d" % (sessions - 1), record)
