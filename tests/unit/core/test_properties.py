@@ -450,3 +450,38 @@ def test_weak_tokens_are_the_weak_token_regex_matches(text: str) -> None:
     from pipeline.core import extract
 
     assert extract.weak_tokens(text) == extract._WEAK_TOKEN_RE.findall(text)
+
+
+SLUG_TEXT = st.text(alphabet=st.sampled_from(list("aZz09 -_.'\t\n\x1c/Aé\u0301ÅﬁΩ田\u00a0")), max_size=16) | ASCII_TEXT | TEXT
+
+
+@settings(max_examples=2000, deadline=None)
+@given(text=SLUG_TEXT)
+@example(text="")
+@example(text=" Ada  Lovelace ")
+def test_slugify_gives_what_every_step_gives(text: str) -> None:
+    """``slugify`` takes shortcuts (ASCII text; one substitution for the combining marks); it must
+    give what the reference's steps give, one by one."""
+    import unicodedata
+
+    from pipeline.core.normalize import slugify
+
+    steps = unicodedata.normalize("NFKD", text.lower())
+    steps = "".join(ch for ch in steps if not ("\u0300" <= ch <= "\u036f"))
+    steps = re.sub("-+", "-", re.sub("[^a-z0-9]+", "-", steps)).strip("-")
+    assert slugify(text) == steps
+
+
+@settings(max_examples=2000, deadline=None)
+@given(query=SLUG_TEXT)
+@example(query="Lee")
+@example(query="Le\x0be")
+@example(query="Lé\x1ce")
+def test_the_ascii_surname_test_answers_like_the_regexes(query: str) -> None:
+    """The surname token's ASCII shortcut against the reference's tests (JS ``\\s``, UTF-16 length, ``\\p{Lu}``)."""
+    from pipeline.core.brain import _surname_token
+    from pipeline.core.extract import has_whitespace, starts_uppercase
+    from pipeline.core.jscompat import utf16_len
+
+    armed = not has_whitespace(query) and utf16_len(query) >= 3 and starts_uppercase(query)
+    assert _surname_token(query, query.lower()) == (query.lower() if armed else None)
