@@ -485,3 +485,55 @@ def test_the_ascii_surname_test_answers_like_the_regexes(query: str) -> None:
 
     armed = not has_whitespace(query) and utf16_len(query) >= 3 and starts_uppercase(query)
     assert _surname_token(query, query.lower()) == (query.lower() if armed else None)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(inner=st.text(alphabet=st.sampled_from(list("|\\ a\t\u00a0x")), max_size=16))
+def test_a_row_without_escaped_pipes_splits_into_the_cells_of_the_walk(inner: str) -> None:
+    """A facts row without ``\\|`` is split at every pipe; the character walk must agree."""
+    from pipeline.core import fences
+
+    assert fences.parse_row_cells(f"|{inner}|") == fences._escaped_row_cells(inner)
+
+
+def _reference_synopsis_of_body(body: str) -> str:
+    """``safe_synopsis`` of a body without summary, as it was before its shortcut: strip every fence
+    and the dash block, then take the first prose line of what is left."""
+    from pipeline.core.fences import strip_every_facts_fence_world, strip_every_takes_fence
+    from pipeline.core.synopsis import _SENTENCE_BREAK_RE, clip, strip_dash_block
+
+    stripped = strip_dash_block(strip_every_facts_fence_world(strip_every_takes_fence(body)))
+    for raw_line in stripped.split("\n"):
+        line = raw_line.strip(JS_WHITESPACE)
+        if line and not line.startswith("#") and not line.startswith("<!--"):
+            brk = _SENTENCE_BREAK_RE.search(line)
+            return clip(collapse_whitespace(line[: brk.start()] if brk else line))
+    return ""
+
+
+_WORLD_ROW = "| 1 | Public claim. | fact | 0.9 | world | low |  |  | notes |  |\n"
+_PRIVATE_ROW = "| 2 | PRIVATE claim. | fact | 0.9 | private | low |  |  | notes |  |\n"
+_TYPED_ROW = "| 3 | Typed. | fact | 1.0 | world | high |  |  |  |  | arr | 1,200 | USD | 2026 |\n"
+_HEADER = "| # | claim | kind | confidence | visibility | notability | valid_from | valid_until | source | context |\n"
+BODY_PIECES = st.sampled_from([
+    "<!--- gbrain:takes:begin -->", "<!--- gbrain:takes:end -->", "<!--- gbrain:facts:begin -->",
+    "<!--- gbrain:facts:end -->", "\n", "\n", "\n", "\r\n", "\u2028", "---", "--", "-", "#", "# Title\n", "<!-- c -->",
+    "<!--", " ", "\t", "\u00a0", "Prose line. Second sentence.", "Word", "x", "é", _HEADER, _WORLD_ROW, _PRIVATE_ROW,
+    _TYPED_ROW, "|---|---|\n", "Hidden.",
+])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(body=st.lists(BODY_PIECES, max_size=14).map("".join)
+       | st.lists(st.lists(BODY_PIECES, max_size=3).map("".join), max_size=8).map("\n".join))
+@example(body="Intro.\n---\nHidden.\n---\nShown.")
+@example(body="---\nHidden.\n---\nShown.")
+@example(body="# T\n\n---\nx: 1\n---\nBody.")
+@example(body="a\n-<!--- gbrain:facts:begin -->\n" + _WORLD_ROW)
+@example(body="<!--- gbrain:facts:begin -->\n" + _HEADER + _PRIVATE_ROW + "<!--- gbrain:facts:end -->\nProse.")
+def test_a_synopsis_read_before_any_fence_is_the_synopsis_of_the_stripped_body(body: str) -> None:
+    """``safe_synopsis`` reads the lines before the body's first ``---`` (less two) without
+    stripping anything; it must give the synopsis of the fully stripped body."""
+    from pipeline.core.synopsis import safe_synopsis
+
+    assert safe_synopsis(body, {}) == _reference_synopsis_of_body(body)
