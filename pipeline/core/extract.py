@@ -75,6 +75,9 @@ _CAP_RUN_ASCII_RE: Final = re.compile(f"{_CAP_TOKEN_ASCII}(?:[{JS_WS}]+{_CAP_TOK
 _WEAK_TOKEN_ASCII_RE: Final = re.compile(r"(?<![A-Za-z0-9'@-])[a-z][A-Za-z0-9'-]{2,}(?![A-Za-z0-9'-])")
 _WORDISH_ASCII_RE: Final = re.compile(r"[A-Za-z0-9'@-]+")
 _LOWER_ASCII: Final = frozenset("abcdefghijklmnopqrstuvwxyz")
+_NOT_IN_RUN_ASCII: Final = "!\"#$%&()*+,./:;<=>?[\\]^_`{|}~"
+"""The printable ASCII characters that are neither whitespace nor part of a weak-token run
+(``[A-Za-z0-9'@-]``): they end a run wherever they stand."""
 
 
 def weak_tokens_ascii(text: str) -> list[str]:
@@ -250,8 +253,27 @@ def _word_weak(word: str) -> tuple[Any, ...]:
     weak-token scan yields for it, through :func:`_weak`. A text's weak tokens are its words' tokens
     in word order (a token is part of a run of letters, digits, ``'’@-``, which whitespace ends), so
     a text's weak candidates are its words' tuples in a row, each word looked up once in
-    :data:`_word_cache` instead of tested and split again at every turn."""
-    return tuple([weak for weak in map(_weak_cached, weak_tokens(word)) if weak[2]])
+    :data:`_word_cache` instead of tested and split again at every turn.
+
+    An ASCII word of letters and digits (most words), once any punctuation that cannot be part of a
+    run is taken off its ends (``word,`` ``(word).``), is one run: it is its only token when it
+    starts lowercase and has 3 characters or more, and there is none otherwise. That is what
+    :func:`weak_tokens_ascii` finds for it, without splitting it again and building the list, and
+    without a regex for the punctuated ones."""
+    if word.isascii():
+        core = word if word.isalnum() else word.strip(_NOT_IN_RUN_ASCII)
+        if core.isalnum():
+            if len(core) >= 3 and core[0] in _LOWER_ASCII:
+                weak: Any = _weak_cached(core)
+                if weak[2]:
+                    return (weak,)
+            return ()
+    out: list[Any] = []
+    for token in weak_tokens(word):
+        found: Any = _weak_cached(token)
+        if found[2]:
+            out.append(found)
+    return tuple(out)
 
 
 def _word_weak_cached(word: str) -> tuple[Any, ...]:

@@ -537,3 +537,18 @@ def test_a_synopsis_read_before_any_fence_is_the_synopsis_of_the_stripped_body(b
     from pipeline.core.synopsis import safe_synopsis
 
     assert safe_synopsis(body, {}) == _reference_synopsis_of_body(body)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(word=UNICODE_WORDS | ASCII_TEXT | st.sampled_from(["ok", "abc", "The", "a1b2", "thanks", "tuesday", "x" * 40])
+       | st.text(alphabet=st.sampled_from(list("aZ9'@-_.,()!\"/")), max_size=10))
+@example(word="(meeting),")
+@example(word="_abc_")
+@example(word="abc.def")
+def test_a_words_weak_candidates_are_those_of_its_weak_tokens(word: str) -> None:
+    """``_word_weak``'s shortcut for an ASCII word of letters and digits (punctuation at its ends
+    taken off) gives the weak candidates of the word's weak tokens, as for any other word."""
+    from pipeline.core import extract
+
+    expected = tuple(w for w in map(extract._weak_cached, extract.weak_tokens(word)) if w[2])
+    assert extract._word_weak(word) == expected
