@@ -380,9 +380,15 @@ def test_reused_pointers_and_slug_claims_resolve_as_fresh_ones(
     assert [resolve(c, conformance_brain, ["default", "no-such-source"], lexical_arms=lexical) for c in merged] == expected
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=3000, deadline=None)
 @given(text=st.text(alphabet=st.sampled_from(list("aZ09 .-'\"`[]()\t\n\u00a0\u3000\ufeff\u212b\uff21é")), max_size=10)
-       | ASCII_TEXT | TEXT)
+       | ASCII_TEXT | TEXT | st.text(max_size=12) | st.text(alphabet=st.sampled_from(list(
+           "\u304b\u3099\u309a\u309b\u309f\u30ff\u30ab\u4e2d\uac00\u1100\u1161\u0130\u00c5\u212b\u0301eE "
+           "\u02b0\u2160\u00b2\u1e9e\u00df\u03a3\u0345\ufb01\u2028\u180e\u200b")), max_size=8))
+@example(text="\u304b\u3099")  # hiragana ka + combining voiced mark: NFKC composes them
+@example(text="\u309b")  # a spacing voiced mark: NFKC makes it a space and the combining mark
+@example(text="\u0130")  # İ: its lowercase is two characters
+@example(text="zo\u00eb's")
 def test_the_plain_shortcut_normalizes_like_every_step(text: str) -> None:
     """``normalize_alias`` only lowercases a text ``is_plain`` accepts; that must be what the whole
     normalisation (NFKC, whitespace, wrappers, trims) gives, for any text."""
