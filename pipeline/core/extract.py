@@ -125,6 +125,8 @@ def weak_tokens(text: str) -> list[str]:
 CJK_CHARS: Final = "\u4e00-\u9fff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af"
 """gbrain's CJK ranges: Han, hiragana, katakana, hangul syllables (BMP only)."""
 _CJK_RUN_RE: Final = re.compile(f"[{CJK_CHARS}]+")
+_MAYBE_CJK_RE: Final = re.compile("[\u3040-\ud7af]")
+"""Every character of :data:`CJK_CHARS` and a few others between them: a cheap first look for them."""
 _HIRAGANA_ONLY_RE: Final = re.compile("[\u3040-\u309f]+")
 
 _SENTENCE_END: Final = frozenset(".!?:;\n\r•-([\"“")
@@ -385,15 +387,21 @@ def _extract(text: str) -> list[Candidate]:
             weak_count += 1
             out.append(weak)
 
-    if not ascii_only and has_cjk(text):
-        _cjk_grams(text, out, strong_norms, weak_seen)
+    if not ascii_only:
+        # One range over all four CJK ranges: about half the cost of scanning with the exact class
+        # (most non-ASCII turns hold no CJK at all), and where it finds a character the runs start
+        # from there instead of from the beginning again.
+        maybe = _MAYBE_CJK_RE.search(text)
+        if maybe is not None:
+            _cjk_grams(text, out, strong_norms, weak_seen, maybe.start())
     return out
 
 
-def _cjk_grams(text: str, out: list[Candidate], strong_norms: set[str], weak_seen: set[str]) -> None:
-    """Whole short runs, else every 4-, 3- and 2-gram per start position; no pure-hiragana grams."""
+def _cjk_grams(text: str, out: list[Candidate], strong_norms: set[str], weak_seen: set[str], start: int = 0) -> None:
+    """Whole short runs, else every 4-, 3- and 2-gram per start position; no pure-hiragana grams.
+    ``start``: no CJK character comes before it."""
     count = 0
-    for m in _CJK_RUN_RE.finditer(text):
+    for m in _CJK_RUN_RE.finditer(text, start):
         run = m[0]
         if len(run) < 2:
             continue

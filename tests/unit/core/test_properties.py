@@ -558,3 +558,18 @@ def test_a_words_weak_candidates_are_those_of_its_weak_tokens(word: str) -> None
 
     expected = tuple(w for w in map(extract._weak_cached, extract.weak_tokens(word)) if w[2])
     assert extract._word_weak(word) == expected
+
+
+CJK_MIX = st.text(alphabet=st.sampled_from(list("田中さんのカタ가나\u3040\u309f\u30ff\ud7af\u3100\u4dc0\ua000éZa .")), max_size=30)
+"""CJK of every range, the characters between the ranges (bopomofo, hexagrams, Yi), other text."""
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=CJK_MIX)
+@example(text="\u3100\u4dc0é 田中")
+def test_cjk_grams_looked_for_from_the_first_character_of_the_ranges_span_are_all_of_them(text: str) -> None:
+    """Extraction looks for CJK runs from the first character of the one range that spans the four
+    CJK ranges, and not at all without one: it must extract what the exact class does from the start."""
+    from pipeline.core import extract
+
+    assert extract._extract(text) == _reference_extract(text)
