@@ -573,3 +573,25 @@ def test_cjk_grams_looked_for_from_the_first_character_of_the_ranges_span_are_al
     from pipeline.core import extract
 
     assert extract._extract(text) == _reference_extract(text)
+
+
+@PROPS
+@given(turns=st.lists(st.tuples(st.sampled_from(["user", "assistant"]), TEXT | CROWDED_TEXT), min_size=1, max_size=6),
+       sources=SOURCES, lexical=st.booleans(), max_pages=RAW_NUMBER, min_conf=RAW_NUMBER)
+def test_the_op_over_the_relevant_norms_gives_the_pages_of_the_whole_window(
+    conformance_brain: BrainIndex, turns: list[tuple[str, str]], sources: list[str], lexical: bool, max_pages: Any,
+    min_conf: Any
+) -> None:
+    """``volunteer_context`` merges and resolves only each turn's relevant norms; its pages must be
+    those of deciding over the whole window."""
+    from pipeline.core import op
+
+    text = window_text(turns)
+    cached = [(role, extract_candidates(body)) for role, body in parse_window(text)]
+    op._window_memo.clear()  # neither call may reuse the other's resolution
+    expected = decide(cached, conformance_brain, source_ids=sources, lexical_arms=lexical, max_pages=max_pages,
+                      min_confidence=min_conf)
+    op._window_memo.clear()
+    result = volunteer_context(text, conformance_brain, source_ids=sources, lexical_arms=lexical, max_pages=max_pages,
+                               min_confidence=min_conf)
+    assert result["pages"] == [page.to_dict() for page in expected]
