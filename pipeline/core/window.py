@@ -38,21 +38,27 @@ def turn_prefix(line: str) -> tuple[str, str] | None:
     only) and the body is checked for line terminators with ``str.find``. Same answers on every
     line: ``tests/unit/core/test_properties.py`` compares the two.
     """
-    head = line[:4]
-    if head.isascii() and head.lower() == "user":
-        role, i = "user", 4
-    else:
-        head = line[:9]
-        if head.isascii() and head.lower() == "assistant":
-            role, i = "assistant", 9
-        else:
-            return None
     n = len(line)
-    while i < n and line[i] in _WS_CHARS:
+    # The usual spellings first: the role in lowercase and the colon right after it.
+    if line.startswith("user:"):
+        role, i = "user", 5
+    elif line.startswith("assistant:"):
+        role, i = "assistant", 10
+    else:
+        head = line[:4]
+        if head.isascii() and head.lower() == "user":
+            role, i = "user", 4
+        else:
+            head = line[:9]
+            if head.isascii() and head.lower() == "assistant":
+                role, i = "assistant", 9
+            else:
+                return None
+        while i < n and line[i] in _WS_CHARS:
+            i += 1
+        if i >= n or line[i] != ":":
+            return None
         i += 1
-    if i >= n or line[i] != ":":
-        return None
-    i += 1
     # ``[ws]?([^LT]*)\\Z``: whatever the optional space takes, the rest after one character may hold
     # no line terminator (every terminator is also whitespace, so a first one can only be that space).
     if i + 1 < n and (line.find("\r", i + 1) != -1 or line.find("\n", i + 1) != -1 or (
