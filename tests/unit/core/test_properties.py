@@ -595,3 +595,14 @@ def test_the_op_over_the_relevant_norms_gives_the_pages_of_the_whole_window(
     result = volunteer_context(text, conformance_brain, source_ids=sources, lexical_arms=lexical, max_pages=max_pages,
                                min_confidence=min_conf)
     assert result["pages"] == [page.to_dict() for page in expected]
+
+
+@settings(max_examples=200, deadline=None)
+@given(fields=st.tuples(st.text(max_size=5), st.text(max_size=5), st.text(max_size=5), st.floats(0, 1),
+                        st.sampled_from(["alias", "title"]), st.text(max_size=5), st.text(max_size=5)))
+def test_a_pages_dict_is_its_fields_by_name_in_field_order(fields: tuple[Any, ...]) -> None:
+    """``VolunteeredPage.to_dict`` spells the fields out; it must stay every field, in field order."""
+    from pipeline.core.types import PAGE_FIELDS, VolunteeredPage, new_page
+
+    for page in (VolunteeredPage(*fields), new_page(*fields)):
+        assert list(page.to_dict().items()) == [(name, getattr(page, name)) for name in PAGE_FIELDS]
