@@ -42,6 +42,11 @@ def strip_dash_block(text: str) -> str:
 
 
 _SENTENCE_BREAK_RE = re.compile(f"(?<=[.!?])[{JS_WS}]")
+"""The reference's sentence break: whitespace after ``.``, ``!`` or ``?``."""
+_SENTENCE_END_RE = re.compile(f"[.!?][{JS_WS}]")
+"""The same break found from its punctuation (it ends the sentence; the break is the character
+after it): the look-behind was tried at every position of the line, where a search that starts
+with a class skips to the punctuation. ``tests/unit/core/test_properties.py`` compares the two."""
 
 
 def clip(text: str, limit: int = SYNOPSIS_MAX) -> str:
@@ -65,8 +70,8 @@ def safe_synopsis(compiled_truth: str | None, frontmatter: Mapping[str, object] 
         line = first_prose_line(stripped, len(stripped) + 1)
         if line is None:
             return ""
-    brk = _SENTENCE_BREAK_RE.search(line)
-    sentence = line[: brk.start()] if brk else line
+    end = _SENTENCE_END_RE.search(line)
+    sentence = line[: end.start() + 1] if end else line
     return clip(collapse_whitespace(sentence))
 
 

@@ -606,3 +606,15 @@ def test_a_pages_dict_is_its_fields_by_name_in_field_order(fields: tuple[Any, ..
 
     for page in (VolunteeredPage(*fields), new_page(*fields)):
         assert list(page.to_dict().items()) == [(name, getattr(page, name)) for name in PAGE_FIELDS]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(line=st.lists(st.sampled_from([".", "!", "?", " ", "\t", "\u00a0", "\u3000", "\ufeff", "x", "é", "..", ". "]),
+                     max_size=10).map("".join))
+def test_a_sentence_ends_where_the_look_behind_break_starts(line: str) -> None:
+    """The synopsis finds a sentence's end from its punctuation; the reference's look-behind break
+    must start right after it."""
+    from pipeline.core.synopsis import _SENTENCE_BREAK_RE, _SENTENCE_END_RE
+
+    brk, end = _SENTENCE_BREAK_RE.search(line), _SENTENCE_END_RE.search(line)
+    assert (brk.start() if brk else None) == (end.start() + 1 if end else None)
