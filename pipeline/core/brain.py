@@ -365,7 +365,16 @@ def _by_source(found: AliasPages) -> dict[str, tuple[str, ...]]:
 
 
 def _surname_token(query: str, lowered: str) -> str | None:
-    """A strong single token of ≥3 UTF-16 units starting with an uppercase letter may be a surname."""
+    """A strong single token of ≥3 UTF-16 units starting with an uppercase letter may be a surname.
+
+    For an ASCII query (most) the same tests without the two regexes: its UTF-16 length is its
+    length, ``\\p{Lu}`` is ``A-Z``, and its only JS whitespace besides the space are control
+    characters, which ``str.isprintable`` rules out first."""
+    if query.isascii():
+        if len(query) < 3 or not "A" <= query[0] <= "Z" or " " in query or (
+                not query.isprintable() and has_whitespace(query)):
+            return None
+        return lowered
     if has_whitespace(query) or utf16_len(query) < 3 or not starts_uppercase(query):
         return None
     return lowered

@@ -75,6 +75,9 @@ _CAP_RUN_ASCII_RE: Final = re.compile(f"{_CAP_TOKEN_ASCII}(?:[{JS_WS}]+{_CAP_TOK
 _WEAK_TOKEN_ASCII_RE: Final = re.compile(r"(?<![A-Za-z0-9'@-])[a-z][A-Za-z0-9'-]{2,}(?![A-Za-z0-9'-])")
 _WORDISH_ASCII_RE: Final = re.compile(r"[A-Za-z0-9'@-]+")
 _LOWER_ASCII: Final = frozenset("abcdefghijklmnopqrstuvwxyz")
+_NOT_IN_RUN_ASCII: Final = "!\"#$%&()*+,./:;<=>?[\\]^_`{|}~"
+"""The printable ASCII characters that are neither whitespace nor part of a weak-token run
+(``[A-Za-z0-9'@-]``): they end a run wherever they stand."""
 
 
 def weak_tokens_ascii(text: str) -> list[str]:
@@ -122,6 +125,8 @@ def weak_tokens(text: str) -> list[str]:
 CJK_CHARS: Final = "\u4e00-\u9fff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af"
 """gbrain's CJK ranges: Han, hiragana, katakana, hangul syllables (BMP only)."""
 _CJK_RUN_RE: Final = re.compile(f"[{CJK_CHARS}]+")
+_MAYBE_CJK_RE: Final = re.compile("[\u3040-\ud7af]")
+"""Every character of :data:`CJK_CHARS` and a few others between them: a cheap first look for them."""
 _HIRAGANA_ONLY_RE: Final = re.compile("[\u3040-\u309f]+")
 
 _SENTENCE_END: Final = frozenset(".!?:;\n\r•-([\"“")
@@ -250,8 +255,27 @@ def _word_weak(word: str) -> tuple[Any, ...]:
     weak-token scan yields for it, through :func:`_weak`. A text's weak tokens are its words' tokens
     in word order (a token is part of a run of letters, digits, ``'’@-``, which whitespace ends), so
     a text's weak candidates are its words' tuples in a row, each word looked up once in
-    :data:`_word_cache` instead of tested and split again at every turn."""
-    return tuple([weak for weak in map(_weak_cached, weak_tokens(word)) if weak[2]])
+    :data:`_word_cache` instead of tested and split again at every turn.
+
+    An ASCII word of letters and digits (most words), once any punctuation that cannot be part of a
+    run is taken off its ends (``word,`` ``(word).``), is one run: it is its only token when it
+    starts lowercase and has 3 characters or more, and there is none otherwise. That is what
+    :func:`weak_tokens_ascii` finds for it, without splitting it again and building the list, and
+    without a regex for the punctuated ones."""
+    if word.isascii():
+        core = word if word.isalnum() else word.strip(_NOT_IN_RUN_ASCII)
+        if core.isalnum():
+            if len(core) >= 3 and core[0] in _LOWER_ASCII:
+                weak: Any = _weak_cached(core)
+                if weak[2]:
+                    return (weak,)
+            return ()
+    out: list[Any] = []
+    for token in weak_tokens(word):
+        found: Any = _weak_cached(token)
+        if found[2]:
+            out.append(found)
+    return tuple(out)
 
 
 def _word_weak_cached(word: str) -> tuple[Any, ...]:
@@ -363,15 +387,21 @@ def _extract(text: str) -> list[Candidate]:
             weak_count += 1
             out.append(weak)
 
-    if not ascii_only and has_cjk(text):
-        _cjk_grams(text, out, strong_norms, weak_seen)
+    if not ascii_only:
+        # One range over all four CJK ranges: about half the cost of scanning with the exact class
+        # (most non-ASCII turns hold no CJK at all), and where it finds a character the runs start
+        # from there instead of from the beginning again.
+        maybe = _MAYBE_CJK_RE.search(text)
+        if maybe is not None:
+            _cjk_grams(text, out, strong_norms, weak_seen, maybe.start())
     return out
 
 
-def _cjk_grams(text: str, out: list[Candidate], strong_norms: set[str], weak_seen: set[str]) -> None:
-    """Whole short runs, else every 4-, 3- and 2-gram per start position; no pure-hiragana grams."""
+def _cjk_grams(text: str, out: list[Candidate], strong_norms: set[str], weak_seen: set[str], start: int = 0) -> None:
+    """Whole short runs, else every 4-, 3- and 2-gram per start position; no pure-hiragana grams.
+    ``start``: no CJK character comes before it."""
     count = 0
-    for m in _CJK_RUN_RE.finditer(text):
+    for m in _CJK_RUN_RE.finditer(text, start):
         run = m[0]
         if len(run) < 2:
             continue

@@ -21,7 +21,7 @@ _WS_RUN: Final = re.compile(f"[{re.escape(JS_WHITESPACE)}]+")
 _LEADING_WRAPPERS: Final = re.compile(r"^[\"'`\[(]+")
 _TRAILING_WRAPPERS: Final = re.compile(r"[\"'`\])]+$")
 _NON_SLUG: Final = re.compile(r"[^a-z0-9]+")
-_DASH_RUN: Final = re.compile(r"-+")
+_COMBINING_MARKS: Final = re.compile("[\u0300-\u036f]+")
 
 
 def js_trim(text: str) -> str:
@@ -51,11 +51,13 @@ _NOT_LAST: Final = " \"'`])"
 
 
 def is_plain(text: str) -> bool:
-    """Cheap proof that ``normalize_alias(text) == text.lower()``: ASCII (NFKC changes nothing),
-    printable (no whitespace but the space), single spaces inside, no space or quote/bracket at
-    either end (nothing to trim or strip). Most names and words are plain."""
-    return (text.isascii() and text.isprintable() and "  " not in text and text[:1] not in _NOT_FIRST
-            and text[-1:] not in _NOT_LAST)
+    """Cheap proof that ``normalize_alias(text) == text.lower()``: in NFKC already (every ASCII text
+    is), printable (no whitespace but the space), single spaces inside, no space or quote/bracket at
+    either end (nothing to trim or strip). Most names and words are plain, and so are most
+    non-ASCII ones (``Zoë``, CJK n-grams), whose full normalisation was the dearer: NFKC and three
+    substitutions, where ``unicodedata.is_normalized`` answers from a quick-check table."""
+    return ((text.isascii() or unicodedata.is_normalized("NFKC", text)) and text.isprintable() and "  " not in text
+            and text[:1] not in _NOT_FIRST and text[-1:] not in _NOT_LAST)
 
 
 def normalize_alias(raw: Any) -> str:
@@ -101,9 +103,20 @@ def normalize_alias_list(value: Any) -> list[str]:
 
 
 def slugify(text: str) -> str:
-    """Lowercase, NFKD, drop combining marks U+0300..U+036F, ``[^a-z0-9]+`` -> ``-``, trim dashes."""
-    text = unicodedata.normalize("NFKD", text.lower())
-    text = "".join(ch for ch in text if not ("\u0300" <= ch <= "\u036f"))
-    text = _NON_SLUG.sub("-", text)
-    text = _DASH_RUN.sub("-", text)
-    return text.strip("-")
+    """Lowercase, NFKD, drop combining marks U+0300..U+036F, ``[^a-z0-9]+`` -> ``-``, trim dashes.
+
+    Every first query of a window is slugified (:meth:`~pipeline.core.brain.BrainIndex.query_info`),
+    and these steps taken one by one (the combining marks dropped by a generator, character by
+    character) were 7.6 % of the op's first pass. An ASCII text (most queries) needs none of NFKD,
+    the marks or a dash-run pass (``[^a-z0-9]+`` already leaves one dash per run): letters and digits
+    are their own slug, words and spaces their words joined by dashes. Another text drops its marks
+    with one substitution. ``tests/unit/core/test_properties.py`` compares this with every step.
+    """
+    if not text.isascii():
+        return _NON_SLUG.sub("-", _COMBINING_MARKS.sub("", unicodedata.normalize("NFKD", text.lower()))).strip("-")
+    low = text.lower()
+    if low.isalnum():
+        return low
+    if low.replace(" ", "").isalnum():
+        return "-".join(low.split())  # only spaces between them: the words, empty ones dropped
+    return _NON_SLUG.sub("-", low).strip("-")

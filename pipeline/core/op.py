@@ -16,7 +16,7 @@ from pipeline.core.gate import gate
 from pipeline.core.jscompat import is_js_number
 from pipeline.core.memo import Memo
 from pipeline.core.normalize import JS_WHITESPACE
-from pipeline.core.resolve import RESOLVER_POOL, could_resolve, resolve_with_index
+from pipeline.core.resolve import RESOLVER_POOL, could_resolve, resolve_with_index, turn_relevance
 from pipeline.core.tally import DecisionTally
 from pipeline.core.types import Pointer, VolunteeredPage
 from pipeline.core.window import WindowCandidate, merge_window, merged_count, parse_window
@@ -158,9 +158,22 @@ def volunteer_context(
     if not isinstance(window, str) or not window.strip(JS_WHITESPACE):
         raise InvalidParams()
     turns = parse_window(window)
+    cached = [(role, extract_candidates(text)) for role, text in turns]
+    # What the stream does per turn: each turn's relevant norms (memoised per candidate list), so the
+    # merge and the resolver handle only the norms that can matter. Merged whole, an op window's
+    # weak words were most of its merge and of the resolver's loops; whether it is live comes with it.
+    live = False
+    relevant: list[frozenset[str]] = []
+    for _role, cands in cached:
+        turn_live, norms = turn_relevance(cands, brain)
+        if turn_live:
+            live = True
+        relevant.append(norms)
     pages = decide(
-        [(role, extract_candidates(text)) for role, text in turns],
+        cached,
         brain,
+        resolvable=live,
+        keep=frozenset().union(*relevant) if live else None,
         source_ids=source_ids,
         prior_context=prior_context if isinstance(prior_context, str) else None,
         max_pages=max_pages if is_js_number(max_pages) else None,

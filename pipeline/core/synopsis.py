@@ -42,6 +42,11 @@ def strip_dash_block(text: str) -> str:
 
 
 _SENTENCE_BREAK_RE = re.compile(f"(?<=[.!?])[{JS_WS}]")
+"""The reference's sentence break: whitespace after ``.``, ``!`` or ``?``."""
+_SENTENCE_END_RE = re.compile(f"[.!?][{JS_WS}]")
+"""The same break found from its punctuation (it ends the sentence; the break is the character
+after it): the look-behind was tried at every position of the line, where a search that starts
+with a class skips to the punctuation. ``tests/unit/core/test_properties.py`` compares the two."""
 
 
 def clip(text: str, limit: int = SYNOPSIS_MAX) -> str:
@@ -59,11 +64,47 @@ def safe_synopsis(compiled_truth: str | None, frontmatter: Mapping[str, object] 
     body = compiled_truth or ""
     if not body:
         return ""
-    stripped = strip_dash_block(strip_every_facts_fence_world(strip_every_takes_fence(body)))
-    for raw_line in stripped.split("\n"):
-        line = raw_line.strip(JS_WHITESPACE)
+    line = first_prose_line(body, untouched_lines_end(body))
+    if line is None:
+        stripped = strip_dash_block(strip_every_facts_fence_world(strip_every_takes_fence(body)))
+        line = first_prose_line(stripped, len(stripped) + 1)
+        if line is None:
+            return ""
+    end = _SENTENCE_END_RE.search(line)
+    sentence = line[: end.start() + 1] if end else line
+    return clip(collapse_whitespace(sentence))
+
+
+def first_prose_line(text: str, limit: int) -> str | None:
+    """The first line of ``text`` (cut at ``\\n``) that is prose: not blank, not a heading, not an
+    HTML comment, trimmed; only lines whose end (their ``\\n``, or the end of ``text``) lies before
+    ``limit`` count, and ``None`` when none of them is prose. Found with ``str.find``, without the
+    list of every line of the body that ``split`` made."""
+    pos = 0
+    n = len(text)
+    while pos <= n:
+        end = text.find("\n", pos)
+        if end == -1:
+            end = n
+        if end >= limit:
+            return None
+        line = text[pos:end].strip(JS_WHITESPACE)
         if line and not line.startswith("#") and not line.startswith("<!--"):
-            brk = _SENTENCE_BREAK_RE.search(line)
-            sentence = line[: brk.start()] if brk else line
-            return clip(collapse_whitespace(sentence))
-    return ""
+            return line
+        pos = end + 1
+    return None
+
+
+def untouched_lines_end(body: str) -> int:
+    """A bound under which the fence and dash-block stripping leave ``body`` as it is, for
+    :func:`first_prose_line`: most page bodies open with their prose line, so their synopsis needs
+    neither the facts table parsed and rendered again nor the dash block looked for.
+
+    Every one of those steps starts its change at a ``---`` (the dash block) or at a fence's begin
+    marker, each of which holds a ``---`` two characters in (``<!---``), so nothing before the first
+    ``---`` less two changes; none of them holds a ``\\n``, so none can start on an earlier line
+    either, even after an earlier step's change. The lines that end before the bound are the first
+    lines of the stripped body too. Without any ``---``, nothing changes: every line counts.
+    ``tests/unit/core/test_properties.py`` compares the synopsis with the one of the stripped body."""
+    dashes = body.find("---")
+    return len(body) + 1 if dashes == -1 else dashes - 2

@@ -38,21 +38,27 @@ def turn_prefix(line: str) -> tuple[str, str] | None:
     only) and the body is checked for line terminators with ``str.find``. Same answers on every
     line: ``tests/unit/core/test_properties.py`` compares the two.
     """
-    head = line[:4]
-    if head.isascii() and head.lower() == "user":
-        role, i = "user", 4
-    else:
-        head = line[:9]
-        if head.isascii() and head.lower() == "assistant":
-            role, i = "assistant", 9
-        else:
-            return None
     n = len(line)
-    while i < n and line[i] in _WS_CHARS:
+    # The usual spellings first: the role in lowercase and the colon right after it.
+    if line.startswith("user:"):
+        role, i = "user", 5
+    elif line.startswith("assistant:"):
+        role, i = "assistant", 10
+    else:
+        head = line[:4]
+        if head.isascii() and head.lower() == "user":
+            role, i = "user", 4
+        else:
+            head = line[:9]
+            if head.isascii() and head.lower() == "assistant":
+                role, i = "assistant", 9
+            else:
+                return None
+        while i < n and line[i] in _WS_CHARS:
+            i += 1
+        if i >= n or line[i] != ":":
+            return None
         i += 1
-    if i >= n or line[i] != ":":
-        return None
-    i += 1
     # ``[ws]?([^LT]*)\\Z``: whatever the optional space takes, the rest after one character may hold
     # no line terminator (every terminator is also whitespace, so a first one can only be that space).
     if i + 1 < n and (line.find("\r", i + 1) != -1 or line.find("\n", i + 1) != -1 or (
@@ -151,6 +157,7 @@ class WindowCandidate(NamedTuple):
 _new_candidate: Final = tuple.__new__
 # Accumulator slots while merging (a list per norm, turned into a WindowCandidate at the end).
 _DISPLAY: Final = 0
+_NORM: Final = 2
 _WEAK: Final = 3
 _OCC: Final = 4
 _NEWEST: Final = 5
@@ -181,6 +188,19 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
         return []
     rows = as_list(turns)
     kept: frozenset[str] | None = keep if keep is None or isinstance(keep, frozenset) else frozenset(keep)
+    acc, strong_seen, weak_seen = _accumulate(rows, kept)
+    if kept is not None and (strong_seen > MAX_CANDIDATES or weak_seen > MAX_WEAK_CANDIDATES) and _crowded(rows):
+        # Only the kept candidates of the whole merge are built: it used to build every candidate
+        # (up to 44), then keep the kept ones.
+        return _salience_ordered(_accumulate(rows, None)[0], n, kept)
+    return _salience_ordered(acc, n, None)
+
+
+def _accumulate(rows: list[tuple[str, Sequence[Candidate]]],
+                kept: frozenset[str] | None) -> tuple[dict[str, list[Any]], int, int]:
+    """The merge's accumulators per norm (first-seen order) of the norms in ``kept`` (every norm for
+    ``None``), and the strong and weak sightings seen (counted only with ``kept``)."""
+    n = len(rows)
     acc: dict[str, list[Any]] = {}
     last_idx = n - 1
     strong_seen = weak_seen = 0
@@ -211,9 +231,12 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
             if is_user and not e[_USER]:
                 e[_DISPLAY] = display
                 e[_USER] = True
+    return acc, strong_seen, weak_seen
 
-    if kept is not None and (strong_seen > MAX_CANDIDATES or weak_seen > MAX_WEAK_CANDIDATES) and _crowded(rows):
-        return [c for c in merge_window(rows) if c.norm in kept]
+
+def _salience_ordered(acc: dict[str, list[Any]], n: int, only: frozenset[str] | None) -> list[WindowCandidate]:
+    """The accumulated norms of a window of ``n`` turns as candidates, strong then weak, each kind by
+    salience and capped; of those, only the norms in ``only`` when it is given."""
     strong: list[tuple[float, int, list[Any]]] = []
     weak_ones: list[tuple[float, int, list[Any]]] = []
     for e in acc.values():
@@ -224,10 +247,16 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
         weight: float = (last + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0.0)
         (weak_ones if e[_WEAK] else strong).append((-weight, e[_ORDER], e))
     strong.sort()
-    out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]]
+    if only is None:
+        out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]]
+        if weak_ones:
+            weak_ones.sort()
+            out += [_new_candidate(WindowCandidate, e) for _, _, e in weak_ones[:MAX_WEAK_CANDIDATES]]
+        return out
+    out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES] if e[_NORM] in only]
     if weak_ones:
         weak_ones.sort()
-        out += [_new_candidate(WindowCandidate, e) for _, _, e in weak_ones[:MAX_WEAK_CANDIDATES]]
+        out += [_new_candidate(WindowCandidate, e) for _, _, e in weak_ones[:MAX_WEAK_CANDIDATES] if e[_NORM] in only]
     return out
 
 

@@ -380,9 +380,15 @@ def test_reused_pointers_and_slug_claims_resolve_as_fresh_ones(
     assert [resolve(c, conformance_brain, ["default", "no-such-source"], lexical_arms=lexical) for c in merged] == expected
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=3000, deadline=None)
 @given(text=st.text(alphabet=st.sampled_from(list("aZ09 .-'\"`[]()\t\n\u00a0\u3000\ufeff\u212b\uff21é")), max_size=10)
-       | ASCII_TEXT | TEXT)
+       | ASCII_TEXT | TEXT | st.text(max_size=12) | st.text(alphabet=st.sampled_from(list(
+           "\u304b\u3099\u309a\u309b\u309f\u30ff\u30ab\u4e2d\uac00\u1100\u1161\u0130\u00c5\u212b\u0301eE "
+           "\u02b0\u2160\u00b2\u1e9e\u00df\u03a3\u0345\ufb01\u2028\u180e\u200b")), max_size=8))
+@example(text="\u304b\u3099")  # hiragana ka + combining voiced mark: NFKC composes them
+@example(text="\u309b")  # a spacing voiced mark: NFKC makes it a space and the combining mark
+@example(text="\u0130")  # İ: its lowercase is two characters
+@example(text="zo\u00eb's")
 def test_the_plain_shortcut_normalizes_like_every_step(text: str) -> None:
     """``normalize_alias`` only lowercases a text ``is_plain`` accepts; that must be what the whole
     normalisation (NFKC, whitespace, wrappers, trims) gives, for any text."""
@@ -450,3 +456,165 @@ def test_weak_tokens_are_the_weak_token_regex_matches(text: str) -> None:
     from pipeline.core import extract
 
     assert extract.weak_tokens(text) == extract._WEAK_TOKEN_RE.findall(text)
+
+
+SLUG_TEXT = st.text(alphabet=st.sampled_from(list("aZz09 -_.'\t\n\x1c/Aé\u0301ÅﬁΩ田\u00a0")), max_size=16) | ASCII_TEXT | TEXT
+
+
+@settings(max_examples=2000, deadline=None)
+@given(text=SLUG_TEXT)
+@example(text="")
+@example(text=" Ada  Lovelace ")
+def test_slugify_gives_what_every_step_gives(text: str) -> None:
+    """``slugify`` takes shortcuts (ASCII text; one substitution for the combining marks); it must
+    give what the reference's steps give, one by one."""
+    import unicodedata
+
+    from pipeline.core.normalize import slugify
+
+    steps = unicodedata.normalize("NFKD", text.lower())
+    steps = "".join(ch for ch in steps if not ("\u0300" <= ch <= "\u036f"))
+    steps = re.sub("-+", "-", re.sub("[^a-z0-9]+", "-", steps)).strip("-")
+    assert slugify(text) == steps
+
+
+@settings(max_examples=2000, deadline=None)
+@given(query=SLUG_TEXT)
+@example(query="Lee")
+@example(query="Le\x0be")
+@example(query="Lé\x1ce")
+def test_the_ascii_surname_test_answers_like_the_regexes(query: str) -> None:
+    """The surname token's ASCII shortcut against the reference's tests (JS ``\\s``, UTF-16 length, ``\\p{Lu}``)."""
+    from pipeline.core.brain import _surname_token
+    from pipeline.core.extract import has_whitespace, starts_uppercase
+    from pipeline.core.jscompat import utf16_len
+
+    armed = not has_whitespace(query) and utf16_len(query) >= 3 and starts_uppercase(query)
+    assert _surname_token(query, query.lower()) == (query.lower() if armed else None)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(inner=st.text(alphabet=st.sampled_from(list("|\\ a\t\u00a0x")), max_size=16))
+def test_a_row_without_escaped_pipes_splits_into_the_cells_of_the_walk(inner: str) -> None:
+    """A facts row without ``\\|`` is split at every pipe; the character walk must agree."""
+    from pipeline.core import fences
+
+    assert fences.parse_row_cells(f"|{inner}|") == fences._escaped_row_cells(inner)
+
+
+def _reference_synopsis_of_body(body: str) -> str:
+    """``safe_synopsis`` of a body without summary, as it was before its shortcut: strip every fence
+    and the dash block, then take the first prose line of what is left."""
+    from pipeline.core.fences import strip_every_facts_fence_world, strip_every_takes_fence
+    from pipeline.core.synopsis import _SENTENCE_BREAK_RE, clip, strip_dash_block
+
+    stripped = strip_dash_block(strip_every_facts_fence_world(strip_every_takes_fence(body)))
+    for raw_line in stripped.split("\n"):
+        line = raw_line.strip(JS_WHITESPACE)
+        if line and not line.startswith("#") and not line.startswith("<!--"):
+            brk = _SENTENCE_BREAK_RE.search(line)
+            return clip(collapse_whitespace(line[: brk.start()] if brk else line))
+    return ""
+
+
+_WORLD_ROW = "| 1 | Public claim. | fact | 0.9 | world | low |  |  | notes |  |\n"
+_PRIVATE_ROW = "| 2 | PRIVATE claim. | fact | 0.9 | private | low |  |  | notes |  |\n"
+_TYPED_ROW = "| 3 | Typed. | fact | 1.0 | world | high |  |  |  |  | arr | 1,200 | USD | 2026 |\n"
+_HEADER = "| # | claim | kind | confidence | visibility | notability | valid_from | valid_until | source | context |\n"
+BODY_PIECES = st.sampled_from([
+    "<!--- gbrain:takes:begin -->", "<!--- gbrain:takes:end -->", "<!--- gbrain:facts:begin -->",
+    "<!--- gbrain:facts:end -->", "\n", "\n", "\n", "\r\n", "\u2028", "---", "--", "-", "#", "# Title\n", "<!-- c -->",
+    "<!--", " ", "\t", "\u00a0", "Prose line. Second sentence.", "Word", "x", "é", _HEADER, _WORLD_ROW, _PRIVATE_ROW,
+    _TYPED_ROW, "|---|---|\n", "Hidden.",
+])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(body=st.lists(BODY_PIECES, max_size=14).map("".join)
+       | st.lists(st.lists(BODY_PIECES, max_size=3).map("".join), max_size=8).map("\n".join))
+@example(body="Intro.\n---\nHidden.\n---\nShown.")
+@example(body="---\nHidden.\n---\nShown.")
+@example(body="# T\n\n---\nx: 1\n---\nBody.")
+@example(body="a\n-<!--- gbrain:facts:begin -->\n" + _WORLD_ROW)
+@example(body="<!--- gbrain:facts:begin -->\n" + _HEADER + _PRIVATE_ROW + "<!--- gbrain:facts:end -->\nProse.")
+def test_a_synopsis_read_before_any_fence_is_the_synopsis_of_the_stripped_body(body: str) -> None:
+    """``safe_synopsis`` reads the lines before the body's first ``---`` (less two) without
+    stripping anything; it must give the synopsis of the fully stripped body."""
+    from pipeline.core.synopsis import safe_synopsis
+
+    assert safe_synopsis(body, {}) == _reference_synopsis_of_body(body)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(word=UNICODE_WORDS | ASCII_TEXT | st.sampled_from(["ok", "abc", "The", "a1b2", "thanks", "tuesday", "x" * 40])
+       | st.text(alphabet=st.sampled_from(list("aZ9'@-_.,()!\"/")), max_size=10))
+@example(word="(meeting),")
+@example(word="_abc_")
+@example(word="abc.def")
+def test_a_words_weak_candidates_are_those_of_its_weak_tokens(word: str) -> None:
+    """``_word_weak``'s shortcut for an ASCII word of letters and digits (punctuation at its ends
+    taken off) gives the weak candidates of the word's weak tokens, as for any other word."""
+    from pipeline.core import extract
+
+    expected = tuple(w for w in map(extract._weak_cached, extract.weak_tokens(word)) if w[2])
+    assert extract._word_weak(word) == expected
+
+
+CJK_MIX = st.text(alphabet=st.sampled_from(list("田中さんのカタ가나\u3040\u309f\u30ff\ud7af\u3100\u4dc0\ua000éZa .")), max_size=30)
+"""CJK of every range, the characters between the ranges (bopomofo, hexagrams, Yi), other text."""
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=CJK_MIX)
+@example(text="\u3100\u4dc0é 田中")
+def test_cjk_grams_looked_for_from_the_first_character_of_the_ranges_span_are_all_of_them(text: str) -> None:
+    """Extraction looks for CJK runs from the first character of the one range that spans the four
+    CJK ranges, and not at all without one: it must extract what the exact class does from the start."""
+    from pipeline.core import extract
+
+    assert extract._extract(text) == _reference_extract(text)
+
+
+@PROPS
+@given(turns=st.lists(st.tuples(st.sampled_from(["user", "assistant"]), TEXT | CROWDED_TEXT), min_size=1, max_size=6),
+       sources=SOURCES, lexical=st.booleans(), max_pages=RAW_NUMBER, min_conf=RAW_NUMBER)
+def test_the_op_over_the_relevant_norms_gives_the_pages_of_the_whole_window(
+    conformance_brain: BrainIndex, turns: list[tuple[str, str]], sources: list[str], lexical: bool, max_pages: Any,
+    min_conf: Any
+) -> None:
+    """``volunteer_context`` merges and resolves only each turn's relevant norms; its pages must be
+    those of deciding over the whole window."""
+    from pipeline.core import op
+
+    text = window_text(turns)
+    cached = [(role, extract_candidates(body)) for role, body in parse_window(text)]
+    op._window_memo.clear()  # neither call may reuse the other's resolution
+    expected = decide(cached, conformance_brain, source_ids=sources, lexical_arms=lexical, max_pages=max_pages,
+                      min_confidence=min_conf)
+    op._window_memo.clear()
+    result = volunteer_context(text, conformance_brain, source_ids=sources, lexical_arms=lexical, max_pages=max_pages,
+                               min_confidence=min_conf)
+    assert result["pages"] == [page.to_dict() for page in expected]
+
+
+@settings(max_examples=200, deadline=None)
+@given(fields=st.tuples(st.text(max_size=5), st.text(max_size=5), st.text(max_size=5), st.floats(0, 1),
+                        st.sampled_from(["alias", "title"]), st.text(max_size=5), st.text(max_size=5)))
+def test_a_pages_dict_is_its_fields_by_name_in_field_order(fields: tuple[Any, ...]) -> None:
+    """``VolunteeredPage.to_dict`` spells the fields out; it must stay every field, in field order."""
+    from pipeline.core.types import PAGE_FIELDS, VolunteeredPage, new_page
+
+    for page in (VolunteeredPage(*fields), new_page(*fields)):
+        assert list(page.to_dict().items()) == [(name, getattr(page, name)) for name in PAGE_FIELDS]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(line=st.lists(st.sampled_from([".", "!", "?", " ", "\t", "\u00a0", "\u3000", "\ufeff", "x", "é", "..", ". "]),
+                     max_size=10).map("".join))
+def test_a_sentence_ends_where_the_look_behind_break_starts(line: str) -> None:
+    """The synopsis finds a sentence's end from its punctuation; the reference's look-behind break
+    must start right after it."""
+    from pipeline.core.synopsis import _SENTENCE_BREAK_RE, _SENTENCE_END_RE
+
+    brk, end = _SENTENCE_BREAK_RE.search(line), _SENTENCE_END_RE.search(line)
+    assert (brk.start() if brk else None) == (end.start() + 1 if end else None)
