@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, load_note, loadavg
+from bench.common import ROOT, load_note, loadavg, pipeline_us
 
 SECTIONS = ("core", "replay", "transport", "e2e", "sink", "state", "brain", "mcp", "hook")
 
@@ -211,11 +211,6 @@ def run_e2e(args: argparse.Namespace, results: dict[str, Any], table: Table, bro
                       f"median {s.latency.median_ms:.1f} ms, p99 {s.latency.p99_ms:.1f} ms "
                       f"({s.latency.count} rows)",
                       "≤ 30 / ≤ 100 ms" if rate == 500 else "", verdict(ok) if rate == 500 else "", s.load)
-
-
-def pipeline_us(cpu_us_per_turn: dict[str, float]) -> float:
-    """Issue 15's goal 2 adds up the workers, the broker and PostgreSQL (not the load generator)."""
-    return sum(v for k, v in cpu_us_per_turn.items() if k != "load generator")
 
 
 def shares(cpu_us_per_turn: dict[str, float]) -> str:

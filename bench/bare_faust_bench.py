@@ -30,7 +30,7 @@ from pathlib import Path
 import psycopg
 
 from bench.bare_faust_app import TABLE, count_rows, create_table
-from bench.common import ROOT, CpuMeter, load_note, loadavg, produce_at_rate
+from bench.common import ROOT, CpuMeter, load_note, loadavg, pipeline_us, produce_at_rate
 from bench.pipeline_bench import make_turns
 from pipeline.embedded.postgres import EmbeddedPostgres
 from pipeline.embedded.tansu import EmbeddedBroker
@@ -52,7 +52,7 @@ class BareResult:
     @property
     def pipeline_us(self) -> float:
         """Worker, broker and PostgreSQL: what issue 15's goal 2 adds up for the real pipeline."""
-        return sum(v for k, v in self.cpu_us_per_turn.items() if k != "load generator")
+        return pipeline_us(self.cpu_us_per_turn)
 
 
 def _wait_rows(url: str, target: int, timeout: float, proc: subprocess.Popen[bytes]) -> int:

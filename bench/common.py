@@ -74,6 +74,12 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+def pipeline_us(cpu_us_per_turn: dict[str, float]) -> float:
+    """Issue 15's goal 2 adds up the workers, the broker and PostgreSQL: every metered process but the
+    load generator, which stands for the clients."""
+    return sum(v for k, v in cpu_us_per_turn.items() if k != "load generator")
+
+
 class CpuMeter:
     """CPU seconds used by named processes between :meth:`start` and :meth:`stop`."""
 
