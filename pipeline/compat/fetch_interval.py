@@ -31,11 +31,13 @@ that Fetch brought, the worker is busy, not the broker's reads: the Fetch then w
 taken (at most ``TAKE_MAX_S``), because aiokafka would leave those partitions out of the next Fetch,
 and a Fetch of only the quiet partitions finds nothing and waits out its max wait at the broker
 (quirk 4) while the busy ones wait behind it; and the fetches after it are not held until the next
-window. On by default (100 ms from 1,500 records/s) since session 10: on a quiet 2-core machine and
-under a CPU hog on each core (load 2.7-3.2) every A/B run at 3,000 turns/s kept up with it, at
-152-192 instead of 263-418 us of pipeline CPU per turn, and 500 turns/s, bursts and 8,000-14,000
-turns/s were unchanged or cheaper. Session 9 had seen holds fall behind under load on a VM about
-1.5x slower; the busy rule above is what stops them when the worker cannot take what it fetched
+window. Off by default (``fetch_interval_ms`` 0). Session 10 measured 100 ms from 1,500 records/s
+on 2 cores, quiet and with CPU hogs up to load 5: every A/B run at 3,000 turns/s kept up with it, at
+129-192 instead of 244-418 us of pipeline CPU per turn, and 500 turns/s, bursts and 8,000-14,000
+turns/s were unchanged or cheaper; the long crash runs passed with it. It was on by default for one
+fresh-clone CI run, where the multi-host fault test (tests/reliability/test_multihost.py) never saw
+the group back to normal after either fault (120 s each); three reruns of that test with it on, one
+quiet and two under load, recovered in 0-5 s. Until that is understood it stays a setting
 (docs/performance.md, "Session 10").
 
 What it costs: under load every hop of a record through the broker (``turns`` to the window agent,

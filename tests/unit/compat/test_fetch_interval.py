@@ -208,20 +208,21 @@ def test_a_changed_aiokafka_fetch_is_refused(monkeypatch: pytest.MonkeyPatch) ->
         fetch_interval.attach(object(), 50)
 
 
-def test_the_default_settings_ask_for_the_interval_on_the_embedded_broker_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The interval is on by default for ``tansu://`` (docs/performance.md, session 10); a real Kafka broker answers
-    a Fetch from an index and is left alone, and 0 switches it off."""
+def test_the_interval_is_asked_for_on_the_embedded_broker_only_and_only_when_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off by default (docs/performance.md, session 10: a multi-host fault run not yet understood); when set,
+    a ``tansu://`` app asks for it with its rate, and a real Kafka broker, which answers a Fetch from an index,
+    is left alone."""
     monkeypatch.delenv("VOLUNTEER_FETCH_INTERVAL_MS", raising=False)
     monkeypatch.delenv("VOLUNTEER_FETCH_INTERVAL_FROM_RATE", raising=False)
-    embedded = faust.App("fetch-interval-default", broker="tansu://127.0.0.1:1")
+    default = faust.App("fetch-interval-default", broker="tansu://127.0.0.1:1")
+    compat.install(default, load_settings(broker="tansu://127.0.0.1:1"))
+    assert not hasattr(default, fetch_interval._APP_ATTR)
+
+    monkeypatch.setenv("VOLUNTEER_FETCH_INTERVAL_MS", "100")
+    embedded = faust.App("fetch-interval-set", broker="tansu://127.0.0.1:1")
     compat.install(embedded, load_settings(broker="tansu://127.0.0.1:1"))
     assert getattr(embedded, fetch_interval._APP_ATTR) == (100.0, 1500.0)
 
     real = faust.App("fetch-interval-kafka", broker="kafka://127.0.0.1:1")
     compat.install(real, load_settings(broker="kafka://127.0.0.1:1"))
     assert not hasattr(real, fetch_interval._APP_ATTR)
-
-    monkeypatch.setenv("VOLUNTEER_FETCH_INTERVAL_MS", "0")
-    off = faust.App("fetch-interval-off", broker="tansu://127.0.0.1:1")
-    compat.install(off, load_settings(broker="tansu://127.0.0.1:1"))
-    assert not hasattr(off, fetch_interval._APP_ATTR)
