@@ -270,6 +270,7 @@ def wait_recovered(cluster: Cluster, fault: Fault, ready_before: int, bound: int
     """
     started = time.monotonic()
     host_s = float("inf")
+    host_ok, lag = False, None
     while time.monotonic() - started < timeout:
         worker = cluster.workers.get(fault.host)
         host_ok = worker is None or (worker.ready_count() > (ready_before if fault.name.startswith("w1 cut") else 0)
@@ -280,6 +281,15 @@ def wait_recovered(cluster: Cluster, fault: Fault, ready_before: int, bound: int
         if lag is not None and lag <= bound and all_ready(cluster):
             return host_s, time.monotonic() - started
         time.sleep(0.25)
+    # Which condition never held: a run that timed out here once said only "recovered in inf s".
+    ready: dict[str, object] = {}
+    for name, w in cluster.workers.items():
+        try:
+            ready[name] = w.probe(READY_PATH, from_ns=cluster.client.ns)  # the status and each check's outcome
+        except Exception as exc:  # unreachable: say so rather than hide the rest
+            ready[name] = repr(exc)
+    print(f"  {fault.name}: not back to normal after {timeout:.0f} s: hit host ready {host_ok}, group lag {lag} "
+          f"(bound {bound}; None: not read), /readyz {ready}", flush=True)
     return host_s, float("inf")
 
 
