@@ -247,16 +247,12 @@ def _salience_ordered(acc: dict[str, list[Any]], n: int, only: frozenset[str] | 
         weight: float = (last + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0.0)
         (weak_ones if e[_WEAK] else strong).append((-weight, e[_ORDER], e))
     strong.sort()
-    if only is None:
-        out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]]
-        if weak_ones:
-            weak_ones.sort()
-            out += [_new_candidate(WindowCandidate, e) for _, _, e in weak_ones[:MAX_WEAK_CANDIDATES]]
-        return out
-    out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES] if e[_NORM] in only]
+    out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]
+           if only is None or e[_NORM] in only]
     if weak_ones:
         weak_ones.sort()
-        out += [_new_candidate(WindowCandidate, e) for _, _, e in weak_ones[:MAX_WEAK_CANDIDATES] if e[_NORM] in only]
+        out += [_new_candidate(WindowCandidate, e) for _, _, e in weak_ones[:MAX_WEAK_CANDIDATES]
+                if only is None or e[_NORM] in only]
     return out
 
 
