@@ -113,18 +113,17 @@ class Settings(BaseModel):
                     "this, and is back at 20 ms once one finds records (fewer requests while idle; the first "
                     "record after a silence may wait up to it). 0 or 20 = a fixed 20 ms wait.")
     fetch_interval_ms: float = Field(
-        0, ge=0, le=1000,
+        100, ge=0, le=1000,
         description="Embedded broker only: under load, after a fetch that brought records the worker's next fetch waits "
                     "until up to this long after that one was sent, so it reads every partition once for what arrived "
                     "meanwhile (the embedded broker's cost of a fetch with records grows with the partitions' length, "
                     "not with the records; docs/performance.md, goal 2). How long depends on the records per second "
                     "the fetches find: nothing below VOLUNTEER_FETCH_INTERVAL_FROM_RATE, all of it from twice that, "
                     "and none while the worker has not taken the last fetch's records. Each hop through the broker "
-                    "may wait up to it more (not the hooks' fast lane). 0 (the default) = off: fetch again as soon as "
+                    "may wait up to it more (not the hooks' fast lane). 0 = off: fetch again as soon as "
                     "the records are taken. With 100 on 2 cores, 3,000 turns/s took 152-192 instead of 263-418 us of "
                     "CPU per turn (worker, broker and database) for a median of ~170 instead of ~40-80 ms; 500 turns/s "
-                    "and bursts were unchanged. Off by default while a multi-host fault test that failed once with it "
-                    "on is not understood (docs/performance.md, session 10).")
+                    "and bursts were unchanged (docs/performance.md, sessions 10 and 11).")
     fetch_interval_from_rate: float = Field(
         1500, ge=0, le=1_000_000,
         description="Embedded broker only: the records per second (all the worker's input topics) from which the "

@@ -31,14 +31,16 @@ that Fetch brought, the worker is busy, not the broker's reads: the Fetch then w
 taken (at most ``TAKE_MAX_S``), because aiokafka would leave those partitions out of the next Fetch,
 and a Fetch of only the quiet partitions finds nothing and waits out its max wait at the broker
 (quirk 4) while the busy ones wait behind it; and the fetches after it are not held until the next
-window. Off by default (``fetch_interval_ms`` 0). Session 10 measured 100 ms from 1,500 records/s
+window. On by default (``fetch_interval_ms`` 100; 0 turns it off). Session 10 measured 100 ms from 1,500 records/s
 on 2 cores, quiet and with CPU hogs up to load 5: every A/B run at 3,000 turns/s kept up with it, at
 129-192 instead of 244-418 us of pipeline CPU per turn, and 500 turns/s, bursts and 8,000-14,000
 turns/s were unchanged or cheaper; the long crash runs passed with it. It was on by default for one
 fresh-clone CI run, where the multi-host fault test (tests/reliability/test_multihost.py) never saw
-the group back to normal after either fault (120 s each); three reruns of that test with it on, one
-quiet and two under load, recovered in 0-5 s. Until that is understood it stays a setting
-(docs/performance.md, "Session 10").
+the group back to normal after either fault (120 s each), and it went back off. That test recovers in
+0-5 s at 60 turns/s, a rate at which nothing is held in steady state: a hold there needs a Fetch that
+finds a backlog (after a rebalance, in a table recovery), and a backlog is fetched whole by one Fetch
+on this broker (up to the byte limits), so a hold delays it by at most the interval once. Session 11
+reran that test with it on, and the fresh-clone CI, and turned it on (docs/performance.md, "Session 11").
 
 What it costs: under load every hop of a record through the broker (``turns`` to the window agent,
 ``volunteered`` to the sink) can wait up to the hold more for the Fetch that brings it. A hook's
