@@ -12,6 +12,7 @@ every turn of every session, and tuples are several times cheaper to build than 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 import regex
@@ -19,6 +20,18 @@ import regex
 from pipeline.core.jscompat import JS_WS, utf16_len
 from pipeline.core.memo import Memo
 from pipeline.core.normalize import JS_WHITESPACE, normalize_alias
+
+Scan = tuple[list[str], list[str], list[bool], list[str], list[str]]
+"""What :func:`scan_text` finds in a text: ``(handles, runs, run_starts, weak_tokens, cjk_runs)``."""
+
+_c_scan: Callable[[str], Scan] | None
+try:  # the optional C scanner (pipeline/core/_cscan.c), built by scripts/build_core.py with the compiled core
+    from pipeline.core._cscan import scan as _c_scan
+except ImportError:  # not built (no compiler, a failed build) or the pure build: the patterns answer, same results
+    _c_scan = None
+
+C_SCANNER: Final = _c_scan is not None
+"""Whether the C scanner finds what a turn's patterns find (``pipeline.corebuild`` names the build)."""
 
 Candidate = tuple[str, str, str, bool]
 """``(display, query, norm, weak)``: label surface, lookup text, ``normalize_alias(query)``, weak flag."""
@@ -321,8 +334,95 @@ def extract_candidates(text: object) -> list[Candidate]:
     return cands
 
 
+def scan_text(text: str) -> Scan:
+    """Everything :func:`_extract` looks for in a text, with the patterns themselves: its @handles
+    (without the ``@``), its capitalised runs, whether each run starts a sentence, its weak tokens and
+    its CJK runs of 2 characters or more, each in text order.
+
+    This is the definition the C scanner (``pipeline/core/_cscan.c``) implements in one pass over the
+    text's characters; ``tests/unit/core/test_cscan.py`` compares the two on random Unicode text."""
+    handles: list[str] = _HANDLE_RE.findall(text) if "@" in text else []
+    runs: list[str] = []
+    starts: list[bool] = []
+    for m in _CAP_RUN_RE.finditer(text):
+        runs.append(m[0])
+        starts.append(is_at_sentence_start(text, m.start()))
+    cjk: list[str] = [run for run in _CJK_RUN_RE.findall(text) if len(run) >= 2]
+    return (handles, runs, starts, weak_tokens(text), cjk)
+
+
 def _extract(text: str) -> list[Candidate]:
-    """:func:`extract_candidates` without the memo."""
+    """:func:`extract_candidates` without the memo: from the C scanner's findings where it is built."""
+    if _c_scan is not None:
+        return _extract_scanned(text, _c_scan(text))
+    return _extract_python(text)
+
+
+def _extract_scanned(text: str, scanned: Scan) -> list[Candidate]:
+    """:func:`_extract_python` from a text's :func:`scan_text` (or the C scanner's same answer):
+    the same sightings, filters and caps, with the weak tokens of the whole text in a row instead of
+    word by word (a text's weak tokens are its words' tokens in word order, see :func:`_word_weak`),
+    each looked up in :data:`_weak_cache`."""
+    handles, runs, starts, tokens, cjk = scanned
+    first: dict[str, Any] = {}
+    mid: set[str] = set()
+    for handle in handles:
+        sighting: Any = _handle_cache.get(handle)
+        if sighting is None:
+            sighting = _bounded(_handle_cache)[handle] = _sighting("@" + handle, handle)
+        norm = sighting[2]
+        if norm:
+            first.setdefault(norm, sighting)
+            mid.add(norm)
+    for k in range(len(runs)):
+        surface = runs[k]
+        info: Any = _surface_cache.get(surface)
+        if info is None:
+            info = _bounded(_surface_cache)[surface] = _surface(surface)
+        run = info[0]
+        trimmed = info[1]
+        norm = run[2]
+        if norm:
+            first.setdefault(norm, run)
+            if not starts[k]:
+                mid.add(norm)
+        if trimmed is not None and trimmed[2]:
+            first.setdefault(trimmed[2], trimmed)
+            mid.add(trimmed[2])
+
+    out: list[Any] = []
+    strong_norms: set[str] = set()
+    for norm, sighting in first.items():
+        klass = sighting[3]
+        if klass == _DROP or (klass == _KEEP_IF_MID and norm not in mid):
+            continue
+        out.append(sighting[4])
+        strong_norms.add(norm)
+        if len(out) >= MAX_CANDIDATES:
+            break
+
+    weak_seen: set[str] = set()
+    weak_count = 0
+    for token in tokens:
+        weak: Any = _weak_cache.get(token)
+        if weak is None:
+            weak = _bounded(_weak_cache)[token] = _weak(token) or _NOT_WEAK
+        norm = weak[2]
+        if not norm or norm in strong_norms or norm in weak_seen:
+            continue
+        weak_seen.add(norm)
+        out.append(weak)
+        weak_count += 1
+        if weak_count >= MAX_WEAK_CANDIDATES:
+            break
+
+    if cjk:
+        _cjk_run_grams(cjk, out, strong_norms, weak_seen)
+    return out
+
+
+def _extract_python(text: str) -> list[Candidate]:
+    """:func:`_extract` with the patterns (where the C scanner is not built)."""
 
     # norm -> its first sighting; dict order is first-seen order (handles first). ``mid``: the norms
     # seen mid-sentence at least once (a handle always counts as one).
@@ -400,11 +500,13 @@ def _extract(text: str) -> list[Candidate]:
 def _cjk_grams(text: str, out: list[Candidate], strong_norms: set[str], weak_seen: set[str], start: int = 0) -> None:
     """Whole short runs, else every 4-, 3- and 2-gram per start position; no pure-hiragana grams.
     ``start``: no CJK character comes before it."""
+    _cjk_run_grams([run for run in _CJK_RUN_RE.findall(text, start) if len(run) >= 2], out, strong_norms, weak_seen)
+
+
+def _cjk_run_grams(runs: list[str], out: list[Candidate], strong_norms: set[str], weak_seen: set[str]) -> None:
+    """:func:`_cjk_grams` of a text's CJK runs of 2 characters or more, in text order."""
     count = 0
-    for m in _CJK_RUN_RE.finditer(text, start):
-        run = m[0]
-        if len(run) < 2:
-            continue
+    for run in runs:
         if len(run) <= 4:
             grams = [run]
         else:

@@ -35,6 +35,15 @@ def _compiled_available() -> bool:
     return any(p.name.startswith("compiled__mypyc") for p in Path(CORE_DIR).iterdir())
 
 
+def _c_scanner_available() -> bool:
+    return any(p.name.startswith("_cscan.") and not p.name.endswith((".c", ".h", ".pyi"))
+               for p in Path(CORE_DIR).iterdir())
+
+
+COMPILED = "compiled (mypyc + C scanner)" if _c_scanner_available() else "compiled (mypyc)"
+"""The compiled build's name: with the optional C scanner when scripts/build_core.py built it."""
+
+
 def test_the_pure_build_passes_the_conformance_suites() -> None:
     result = _run(pure=True)
     assert result.stdout.startswith("pure Python"), result.stdout[:300]
@@ -45,7 +54,7 @@ def test_the_compiled_build_passes_the_conformance_suites_when_built() -> None:
     result = _run(pure=False)
     first = result.stdout.splitlines()[0]
     if _compiled_available() and "stale" not in first:
-        assert first == "compiled (mypyc)", first
+        assert first == COMPILED, first
     else:  # no compiler at set-up (or a source edited since): the plain modules answer, and say so
         assert first.startswith("pure Python"), first
     assert result.returncode == 0 and " passed" in result.stdout and "failed" not in result.stdout, result.stdout[-2000:]
@@ -53,7 +62,7 @@ def test_the_compiled_build_passes_the_conformance_suites_when_built() -> None:
 
 def test_the_build_in_use_is_named() -> None:
     build = core_build()
-    assert build == "compiled (mypyc)" or build.startswith("pure Python"), build
+    assert build == COMPILED or build.startswith("pure Python"), build
     if os.environ.get(PURE_ENV) == "1":
         assert build.startswith("pure Python (")
 
@@ -72,6 +81,14 @@ def test_the_compiled_build_takes_the_bare_builders_and_the_pure_one_does_not() 
     work (the compiled core); a probe that stopped telling that would silently slow the compiled build."""
     from pipeline.core import session, types
 
-    compiled = core_build() == "compiled (mypyc)"
+    compiled = core_build().startswith("compiled (mypyc")
     assert types.BARE_FIELDS is compiled
     assert session._BARE_RESULT is compiled
+
+
+def test_the_pure_build_never_imports_the_c_scanner() -> None:
+    """The plain modules are the fallback and the reference: the C scanner is not theirs to use."""
+    env = {**os.environ, PURE_ENV: "1"}
+    probe = "from pipeline.core import extract; print(extract.C_SCANNER)"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

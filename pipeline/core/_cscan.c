@@ -1,0 +1,247 @@
+/* The C scanner of a turn's text: what extract.py's patterns find, in one pass over its characters.
+
+   ``pipeline/core/extract.py`` stays the source of truth: :func:`pipeline.core.extract.scan_text`
+   is this scanner written with the ``re`` / ``regex`` patterns it replaces, and it is what runs
+   where this module is not built (no C compiler, ``VOLUNTEER_PURE_CORE=1``, a failed build). On a
+   first sight of a text, those patterns' scans, each a Python call building match objects, were a
+   third of extracting it; here one pass classifies every character once (the Unicode classes come
+   from ``_cscan_tables.h``, generated from the pinned ``regex`` module by
+   ``scripts/gen_scan_tables.py``) and four short loops over those classes find
+
+   - the @handles      (``re``    ``@([A-Za-z0-9_]{2,})``, findall),
+   - the capitalised runs and whether each starts a sentence (``regex`` ``_CAP_RUN_RE``, finditer,
+     and ``is_at_sentence_start``),
+   - the weak tokens   (``weak_tokens``: ``_WEAK_TOKEN_RE`` without its look-behind),
+   - the CJK runs of 2 characters or more (``re`` ``_CJK_RUN_RE``).
+
+   ``tests/unit/core/test_cscan.py`` compares the tables with ``regex`` on every code point and this
+   scanner's output with ``scan_text`` on random Unicode text. No I/O, no state: a pure function. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "_cscan_tables.h"
+
+/* Flags beyond the table's Unicode classes (SC_LU .. SC_WS take the low 5 bits). */
+#define F_DIGIT 0x0020    /* 0-9 */
+#define F_APOS 0x0040     /* ' or U+2019 */
+#define F_HYPHEN 0x0080   /* - */
+#define F_AT 0x0100       /* @ */
+#define F_DOT 0x0200      /* . */
+#define F_HANDLE 0x0400   /* [A-Za-z0-9_] */
+#define F_CJK 0x0800      /* U+4E00-9FFF, U+3040-30FF, U+AC00-D7AF */
+#define F_SENT_END 0x1000 /* one of . ! ? : ; \n \r U+2022 - ( [ " U+201C */
+
+#define CAP_CHAR (SC_L | F_DIGIT | F_APOS | F_HYPHEN)          /* [\p{L}0-9'’\-] */
+#define WEAK_RUN (SC_L | SC_N | F_APOS | F_HYPHEN | F_AT)      /* [\p{L}\p{N}'’@-] */
+#define WEAK_CHAR (SC_L | SC_N | F_APOS | F_HYPHEN)            /* [\p{L}\p{N}'’-] */
+#define CAP_TOKENS_MAX 4 /* a token, then {0,3} more */
+
+static uint16_t ascii_flags[128];
+
+static void init_ascii_flags(void) {
+    for (Py_UCS4 c = 0; c < 128; c++) {
+        uint16_t f = sc_stage2[((Py_ssize_t)sc_stage1[c >> SC_BLOCK_SHIFT] << SC_BLOCK_SHIFT) | (c & SC_BLOCK_MASK)];
+        if (c >= '0' && c <= '9') f |= F_DIGIT | F_HANDLE;
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_') f |= F_HANDLE;
+        if (c == '\'') f |= F_APOS;
+        if (c == '-') f |= F_HYPHEN | F_SENT_END;
+        if (c == '@') f |= F_AT;
+        if (c == '.') f |= F_DOT | F_SENT_END;
+        if (c == '!' || c == '?' || c == ':' || c == ';' || c == '\n' || c == '\r' || c == '(' || c == '['
+            || c == '"') f |= F_SENT_END;
+        ascii_flags[c] = f;
+    }
+}
+
+static inline uint16_t classify(Py_UCS4 c) {
+    if (c < 128) return ascii_flags[c];
+    uint16_t f = sc_stage2[((Py_ssize_t)sc_stage1[c >> SC_BLOCK_SHIFT] << SC_BLOCK_SHIFT) | (c & SC_BLOCK_MASK)];
+    if (c == 0x2019) f |= F_APOS;
+    else if (c == 0x2022 || c == 0x201C) f |= F_SENT_END;
+    else if ((c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3040 && c <= 0x30FF) || (c >= 0xAC00 && c <= 0xD7AF)) f |= F_CJK;
+    return f;
+}
+
+/* End of the capitalised token starting at i (an \p{Lu}):
+   \p{Lu}[\p{L}0-9'’\-]*(?:\.\p{L}[\p{L}0-9'’\-]*)* — each part greedy, none gives anything back. */
+static Py_ssize_t cap_token_end(const uint16_t *f, Py_ssize_t n, Py_ssize_t i) {
+    i++;
+    for (;;) {
+        while (i < n && (f[i] & CAP_CHAR)) i++;
+        if (i + 1 < n && (f[i] & F_DOT) && (f[i + 1] & SC_L)) {
+            i += 2;
+            continue;
+        }
+        return i;
+    }
+}
+
+/* ``is_at_sentence_start``: whitespace skipped backwards, then the previous character decides. */
+static int at_sentence_start(const uint16_t *f, Py_ssize_t idx) {
+    Py_ssize_t i = idx - 1;
+    while (i >= 0 && (f[i] & SC_WS)) i--;
+    return i < 0 || (f[i] & F_SENT_END);
+}
+
+static int append_slice(PyObject *list, PyObject *text, Py_ssize_t start, Py_ssize_t end) {
+    PyObject *piece = PyUnicode_Substring(text, start, end);
+    if (piece == NULL) return -1;
+    int rc = PyList_Append(list, piece);
+    Py_DECREF(piece);
+    return rc;
+}
+
+static int find_handles(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObject *out) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (!(f[i] & F_AT)) {
+            i++;
+            continue;
+        }
+        Py_ssize_t j = i + 1;
+        while (j < n && (f[j] & F_HANDLE)) j++;
+        if (j - (i + 1) >= 2) {
+            if (append_slice(out, text, i + 1, j) < 0) return -1;
+            i = j;
+        } else {
+            i++;
+        }
+    }
+    return 0;
+}
+
+static int find_cap_runs(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObject *runs, PyObject *starts) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (!(f[i] & SC_LU)) {
+            i++;
+            continue;
+        }
+        Py_ssize_t end = cap_token_end(f, n, i);
+        for (int tokens = 1; tokens < CAP_TOKENS_MAX; tokens++) {
+            Py_ssize_t j = end;
+            while (j < n && (f[j] & SC_WS)) j++;
+            if (j == end || j >= n || !(f[j] & SC_LU)) break;
+            end = cap_token_end(f, n, j);
+        }
+        if (append_slice(runs, text, i, end) < 0) return -1;
+        if (PyList_Append(starts, at_sentence_start(f, i) ? Py_True : Py_False) < 0) return -1;
+        i = end;
+    }
+    return 0;
+}
+
+/* A weak token starts only at the start of a maximal run of [\p{L}\p{N}'’@-], with an \p{Ll}; it
+   is the run up to its first @, kept at 3 characters or more (``weak_tokens``). */
+static int find_weak_tokens(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObject *out) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (!(f[i] & WEAK_RUN)) {
+            i++;
+            continue;
+        }
+        if (f[i] & SC_LL) {
+            Py_ssize_t j = i + 1;
+            while (j < n && (f[j] & WEAK_CHAR)) j++;
+            if (j - i >= 3 && append_slice(out, text, i, j) < 0) return -1;
+            i = j;
+        }
+        while (i < n && (f[i] & WEAK_RUN)) i++;
+    }
+    return 0;
+}
+
+static int find_cjk_runs(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObject *out) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (!(f[i] & F_CJK)) {
+            i++;
+            continue;
+        }
+        Py_ssize_t j = i + 1;
+        while (j < n && (f[j] & F_CJK)) j++;
+        if (j - i >= 2 && append_slice(out, text, i, j) < 0) return -1;
+        i = j;
+    }
+    return 0;
+}
+
+#define STACK_CHARS 512
+
+/* scan(text) -> (handles, runs, run_starts, weak_tokens, cjk_runs): see the module comment. */
+static PyObject *scan(PyObject *self, PyObject *text) {
+    (void)self;
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "scan() takes a str");
+        return NULL;
+    }
+    if (PyUnicode_READY(text) < 0) return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    uint16_t stack[STACK_CHARS];
+    uint16_t *f = n <= STACK_CHARS ? stack : PyMem_Malloc((size_t)n * sizeof(uint16_t));
+    if (f == NULL) return PyErr_NoMemory();
+    uint16_t seen = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *s = data;
+        for (Py_ssize_t i = 0; i < n; i++) seen |= f[i] = s[i] < 128 ? ascii_flags[s[i]] : classify(s[i]);
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *s = data;
+        for (Py_ssize_t i = 0; i < n; i++) seen |= f[i] = classify(s[i]);
+    } else {
+        const Py_UCS4 *s = data;
+        for (Py_ssize_t i = 0; i < n; i++) seen |= f[i] = classify(s[i]);
+    }
+    PyObject *handles = PyList_New(0), *runs = PyList_New(0), *starts = PyList_New(0);
+    PyObject *tokens = PyList_New(0), *cjk = PyList_New(0), *result = NULL;
+    if (handles == NULL || runs == NULL || starts == NULL || tokens == NULL || cjk == NULL) goto done;
+    if ((seen & F_AT) && find_handles(text, f, n, handles) < 0) goto done;
+    if ((seen & SC_LU) && find_cap_runs(text, f, n, runs, starts) < 0) goto done;
+    if ((seen & SC_LL) && find_weak_tokens(text, f, n, tokens) < 0) goto done;
+    if ((seen & F_CJK) && find_cjk_runs(text, f, n, cjk) < 0) goto done;
+    result = PyTuple_Pack(5, handles, runs, starts, tokens, cjk);
+done:
+    Py_XDECREF(handles);
+    Py_XDECREF(runs);
+    Py_XDECREF(starts);
+    Py_XDECREF(tokens);
+    Py_XDECREF(cjk);
+    if (f != stack) PyMem_Free(f);
+    return result;
+}
+
+/* class_table() -> bytes: the table's flags (SC_LU | SC_LL | SC_L | SC_N | SC_WS) of every code point
+   0..0x10FFFF, for the test that compares them with ``regex``'s classes on every one. */
+static PyObject *class_table(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 0x110000);
+    if (out == NULL) return NULL;
+    char *bytes = PyBytes_AS_STRING(out);
+    for (Py_UCS4 c = 0; c < 0x110000; c++) bytes[c] = (char)(classify(c) & 0x1F);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_O, "scan(text) -> (handles, runs, run_starts, weak_tokens, cjk_runs)"},
+    {"class_table", class_table, METH_NOARGS, "class_table() -> the Unicode class flags of every code point"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_cscan", "The C scanner of extract.py (see _cscan.c).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__cscan(void) {
+    init_ascii_flags();
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddStringConstant(m, "REGEX_VERSION", SC_REGEX_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,6 @@
+"""Types of the optional C scanner ``pipeline/core/_cscan.c`` (see ``pipeline.core.extract.scan_text``)."""
+
+REGEX_VERSION: str
+
+def scan(text: str, /) -> tuple[list[str], list[str], list[bool], list[str], list[str]]: ...
+def class_table() -> bytes: ...

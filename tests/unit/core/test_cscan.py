@@ -1,0 +1,104 @@
+"""The C scanner (``pipeline/core/_cscan.c``) against the patterns it replaces.
+
+Skipped where it is not built (the pure build, no compiler). Its Unicode classes are compared with
+``regex``'s on every code point; its answers with :func:`pipeline.core.extract.scan_text` (the
+patterns) on every code point in several contexts and on random Unicode text; and a turn's
+candidates through it with the candidates through the patterns.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import regex
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from pipeline.core import extract as ex
+from pipeline.core.jscompat import JS_WS
+from pipeline.core.normalize import JS_WHITESPACE
+
+cscan = pytest.importorskip("pipeline.core._cscan", reason="the C scanner is not built (pure build or no compiler)")
+
+ROOT = Path(__file__).resolve().parents[3]
+LAST = 0x10FFFF
+ALL = "".join(map(chr, range(LAST + 1)))  # lone surrogates included: a Python str may hold them
+CLASSES = [(1, r"\p{Lu}"), (2, r"\p{Ll}"), (4, r"\p{L}"), (8, r"\p{N}"), (16, f"[{JS_WS}]")]
+
+
+def test_the_tables_are_regexs_classes_on_every_code_point() -> None:
+    expected = bytearray(LAST + 1)
+    for bit, pattern in CLASSES:
+        for m in regex.finditer(pattern, ALL):
+            expected[m.start()] |= bit
+    table = cscan.class_table()
+    assert len(table) == LAST + 1
+    wrong = [hex(cp) for cp in range(LAST + 1) if table[cp] != expected[cp]]
+    assert not wrong, wrong[:20]
+    assert regex.__version__ == cscan.REGEX_VERSION
+
+
+def test_the_committed_tables_are_what_the_generator_makes_from_the_pinned_regex() -> None:
+    spec = importlib.util.spec_from_file_location("gen_scan_tables", ROOT / "scripts" / "gen_scan_tables.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    sys.modules["gen_scan_tables"] = gen
+    spec.loader.exec_module(gen)
+    assert gen.render(gen.flags()) == (ROOT / "pipeline" / "core" / "_cscan_tables.h").read_text()
+
+
+def _contexts(c: str) -> str:
+    """One code point where each scanner looks at it: in and after a capitalised token, between two,
+    after a dot, starting and inside a weak word, in a handle, in a CJK run, before a run."""
+    return f"Ab{c}c Xy{c}Z Q.{c}r {c}abc de{c}fg @a{c}b {c}{c} 会{c}議 {c}Ab. "
+
+
+def test_the_scanner_answers_like_the_patterns_around_every_code_point() -> None:
+    step = 512
+    for start in range(0, LAST + 1, step):
+        text = "".join(_contexts(chr(cp)) for cp in range(start, min(start + step, LAST + 1)))
+        assert cscan.scan(text) == ex.scan_text(text), hex(start)
+
+
+PIECES = st.one_of(
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=8),  # any code point
+    st.text(alphabet="abcXYZ019 @-'’._\t\n", max_size=8),
+    st.text(alphabet="ÀÉÎõüßÿ\u00a0\u00b2\u00bd", max_size=6),  # Latin-1
+    st.text(alphabet="ΑΒΓαβγΣσς", max_size=6),  # Greek
+    st.text(alphabet="ДЖЯджяЁё", max_size=6),  # Cyrillic
+    st.text(alphabet="東京会議田中さんのカタカナーぁゝゞ\u309b\u309f\u30ff", max_size=6),  # CJK, kana
+    st.text(alphabet="서울한국어\uac00\ud7a3\ud7af", max_size=6),  # hangul
+    st.text(alphabet="\U0001d400\U0001d41a\U00010400\U00010428\U0001f600\U0002000b\U0001d7ce", max_size=4),  # astral
+    st.text(alphabet=JS_WHITESPACE + "\x1c\x1f\x85", max_size=3),  # JS whitespace and Python-only whitespace
+    st.sampled_from(["Jordan Lee", "@jordan_lee", "O'Neil's", "x-ray", "Mr. Smith", "St.Louis", "a@b", "ab@cd",
+                     "Zoë", "ÉCOLE", "The Plan", "i'm", "U.S.A.", "—", "•", "“Quote”", "(Paren)", "42", "4.2"]),
+)
+TEXT = st.lists(PIECES, min_size=1, max_size=14).map("".join)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=TEXT)
+@example(text="Alice\tBob  Carol\u00a0Dave\x1cEve Zoë Ann\ufeffLee")
+@example(text="ab@cdef @x @@yz foo@bar.baz Q.r Ab.c.D")
+def test_the_scanner_finds_what_the_patterns_find(text: str) -> None:
+    assert cscan.scan(text) == ex.scan_text(text)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=TEXT)
+def test_candidates_through_the_scanner_are_those_through_the_patterns(text: str) -> None:
+    for cache in (ex._surface_cache, ex._handle_cache, ex._weak_cache, ex._word_cache):
+        cache.clear()
+    expected = ex._extract_python(text)
+    for cache in (ex._surface_cache, ex._handle_cache, ex._weak_cache, ex._word_cache):
+        cache.clear()
+    assert ex._extract_scanned(text, cscan.scan(text)) == expected
+    assert ex._extract(text) == expected  # warm caches, and the scanner _extract uses
+
+
+def test_the_scanner_takes_only_a_str() -> None:
+    with pytest.raises(TypeError):
+        cscan.scan(b"bytes")
