@@ -375,6 +375,7 @@ def _surname_token(query: str, lowered: str) -> str | None:
                 not query.isprintable() and has_whitespace(query)):
             return None
         return lowered
-    if has_whitespace(query) or utf16_len(query) < 3 or not starts_uppercase(query):
+    # The capital first: most non-ASCII queries (CJK grams, lowercase words) fail it, in one regex call.
+    if not starts_uppercase(query) or has_whitespace(query) or utf16_len(query) < 3:
         return None
     return lowered

@@ -164,7 +164,10 @@ def is_at_sentence_start(text: str, idx: int) -> bool:
 
 
 def has_whitespace(text: str) -> bool:
-    """JS ``/\\s/.test(text)``."""
+    """JS ``/\\s/.test(text)``. In printable ASCII (most queries and surfaces) the space is the only
+    JS whitespace (``str.isprintable`` is false for every other one), so no regex call is needed."""
+    if text.isascii() and text.isprintable():
+        return " " in text
     return _HAS_WS_RE.search(text) is not None
 
 
@@ -205,11 +208,11 @@ _NOT_WEAK: Final[Candidate] = ("", "", "", True)
 def _sighting(raw_display: str, raw_query: str) -> _Sighting:
     query = strip_possessive(raw_query.strip(JS_WHITESPACE))
     norm = normalize_alias(query) if query else ""
-    if _HAS_WS_RE.search(query) is not None:
+    if has_whitespace(query):
         klass = _KEEP
     else:
         lc = query.lower()
-        if utf16_len(query) < 2 or _PURE_NUMBER_RE.fullmatch(query) or lc in STOPWORDS:
+        if utf16_len(query) < 2 or ("0" <= query[0] <= "9" and _PURE_NUMBER_RE.fullmatch(query)) or lc in STOPWORDS:
             klass = _DROP
         else:
             klass = _KEEP_IF_MID if lc in COMMON_WORDS else _KEEP
@@ -362,25 +365,29 @@ def _extract_scanned(text: str, scanned: Scan) -> list[Candidate]:
     """:func:`_extract_python` from a text's :func:`scan_text` (or the C scanner's same answer):
     the same sightings, filters and caps, with the weak tokens of the whole text in a row instead of
     word by word (a text's weak tokens are its words' tokens in word order, see :func:`_word_weak`),
-    each looked up in :data:`_weak_cache`."""
+    each looked up in :data:`_weak_cache`.
+
+    The cached values are read as ``tuple[Any, ...]``: a tuple of unknown length stays the cached
+    object (see above) and its items are read directly, where ``Any`` went through the generic
+    subscript for each of the ~28 reads of a text."""
     handles, runs, starts, tokens, cjk = scanned
-    first: dict[str, Any] = {}
+    first: dict[str, tuple[Any, ...]] = {}
     mid: set[str] = set()
     for handle in handles:
-        sighting: Any = _handle_cache.get(handle)
+        sighting: tuple[Any, ...] | None = _handle_cache.get(handle)
         if sighting is None:
             sighting = _bounded(_handle_cache)[handle] = _sighting("@" + handle, handle)
-        norm = sighting[2]
+        norm: str = sighting[2]
         if norm:
             first.setdefault(norm, sighting)
             mid.add(norm)
     for k in range(len(runs)):
         surface = runs[k]
-        info: Any = _surface_cache.get(surface)
+        info: tuple[Any, ...] | None = _surface_cache.get(surface)
         if info is None:
             info = _bounded(_surface_cache)[surface] = _surface(surface)
-        run = info[0]
-        trimmed = info[1]
+        run: tuple[Any, ...] = info[0]
+        trimmed: tuple[Any, ...] | None = info[1]
         norm = run[2]
         if norm:
             first.setdefault(norm, run)
@@ -392,11 +399,11 @@ def _extract_scanned(text: str, scanned: Scan) -> list[Candidate]:
 
     out: list[Any] = []
     strong_norms: set[str] = set()
-    for norm, sighting in first.items():
-        klass = sighting[3]
+    for norm, found in first.items():
+        klass = found[3]
         if klass == _DROP or (klass == _KEEP_IF_MID and norm not in mid):
             continue
-        out.append(sighting[4])
+        out.append(found[4])
         strong_norms.add(norm)
         if len(out) >= MAX_CANDIDATES:
             break
@@ -404,7 +411,7 @@ def _extract_scanned(text: str, scanned: Scan) -> list[Candidate]:
     weak_seen: set[str] = set()
     weak_count = 0
     for token in tokens:
-        weak: Any = _weak_cache.get(token)
+        weak: tuple[Any, ...] | None = _weak_cache.get(token)
         if weak is None:
             weak = _bounded(_weak_cache)[token] = _weak(token) or _NOT_WEAK
         norm = weak[2]

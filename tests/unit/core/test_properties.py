@@ -458,13 +458,17 @@ def test_weak_tokens_are_the_weak_token_regex_matches(text: str) -> None:
     assert extract.weak_tokens(text) == extract._WEAK_TOKEN_RE.findall(text)
 
 
-SLUG_TEXT = st.text(alphabet=st.sampled_from(list("aZz09 -_.'\t\n\x1c/Aé\u0301ÅﬁΩ田\u00a0")), max_size=16) | ASCII_TEXT | TEXT
+SLUG_TEXT = (st.text(alphabet=st.sampled_from(list("aZz09 -_.'\t\n\x1c/Aé\u0301ÅﬁΩ田\u00a0")), max_size=16) | ASCII_TEXT
+             | TEXT | st.text(alphabet=st.sampled_from(list("ab9-'")), max_size=10)
+             | st.text(alphabet=st.sampled_from(list("田中さんのカタカナー\u309b\u309f\u30ff한\ud7a3\ud7afａ")), max_size=6))
 
 
 @settings(max_examples=2000, deadline=None)
 @given(text=SLUG_TEXT)
 @example(text="")
 @example(text=" Ada  Lovelace ")
+@example(text="o'neil-x")
+@example(text="\u309b\u30ff")
 def test_slugify_gives_what_every_step_gives(text: str) -> None:
     """``slugify`` takes shortcuts (ASCII text; one substitution for the combining marks); it must
     give what the reference's steps give, one by one."""
@@ -476,6 +480,24 @@ def test_slugify_gives_what_every_step_gives(text: str) -> None:
     steps = "".join(ch for ch in steps if not ("\u0300" <= ch <= "\u036f"))
     steps = re.sub("-+", "-", re.sub("[^a-z0-9]+", "-", steps)).strip("-")
     assert slugify(text) == steps
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=SLUG_TEXT | st.text(alphabet=st.sampled_from(list(JS_WHITESPACE + "ab \x1c\x1f\x85\u200b")), max_size=6))
+def test_has_whitespace_answers_like_the_js_whitespace_regex(text: str) -> None:
+    from pipeline.core import extract
+
+    assert extract.has_whitespace(text) == (extract._HAS_WS_RE.search(text) is not None)
+
+
+def test_no_character_of_the_cjk_ranges_slugifies_to_anything() -> None:
+    """``slugify`` answers ``''`` for a text of the extractor's CJK ranges without NFKD: each of their
+    characters, lowercased and decomposed, holds no ``a-z`` or ``0-9`` (so no text of them does)."""
+    import unicodedata
+
+    for start, end in ((0x4E00, 0x9FFF), (0x3040, 0x30FF), (0xAC00, 0xD7AF)):
+        for cp in range(start, end + 1):
+            assert re.search("[a-z0-9]", unicodedata.normalize("NFKD", chr(cp).lower())) is None, hex(cp)
 
 
 @settings(max_examples=2000, deadline=None)
