@@ -30,13 +30,17 @@ _T = TypeVar("_T")
 _WS_CHARS: Final = frozenset(JS_WHITESPACE)
 
 
-def turn_prefix(line: str) -> tuple[str, str] | None:
+def turn_prefix(line: str, terminators: bool = True) -> tuple[str, str] | None:
     """``TURN_PREFIX_RE.match(line)`` as ``(role, body)`` (the role lowercased), without the regex.
 
     Every window line went through that match, and the regex scans the whole line in its
     ``[^...]*\\Z`` group; here the role is compared on an ASCII head (the regex folds ASCII case
     only) and the body is checked for line terminators with ``str.find``. Same answers on every
     line: ``tests/unit/core/test_properties.py`` compares the two.
+
+    ``terminators=False``: the caller knows the line holds no line terminator (a window's line with
+    no ``\\r``, ``\\u2028`` or ``\\u2029`` in the whole window), so the body is not searched for one;
+    those searches read every line of a window twice.
     """
     n = len(line)
     # The usual spellings first: the role in lowercase and the colon right after it.
@@ -61,7 +65,7 @@ def turn_prefix(line: str) -> tuple[str, str] | None:
         i += 1
     # ``[ws]?([^LT]*)\\Z``: whatever the optional space takes, the rest after one character may hold
     # no line terminator (every terminator is also whitespace, so a first one can only be that space).
-    if i + 1 < n and (line.find("\r", i + 1) != -1 or line.find("\n", i + 1) != -1 or (
+    if terminators and i + 1 < n and (line.find("\r", i + 1) != -1 or line.find("\n", i + 1) != -1 or (
             not line.isascii() and (line.find("\u2028", i + 1) != -1 or line.find("\u2029", i + 1) != -1))):
         return None
     if i < n and line[i] in _WS_CHARS:
@@ -84,8 +88,10 @@ def parse_window(text: object) -> list[tuple[str, str]]:
         return []
     turns: list[tuple[str, list[str]]] = []  # (role, lines of the turn)
     current: list[str] | None = None
+    # ``\\n`` ends every line; the other terminators are looked for once in the whole window.
+    terminators = "\r" in text or (not text.isascii() and ("\u2028" in text or "\u2029" in text))
     for raw_line in _split_lines(text):
-        m = turn_prefix(raw_line)
+        m = turn_prefix(raw_line, terminators)
         if m is not None:
             current = [m[1]]
             turns.append((m[0], current))

@@ -268,7 +268,37 @@ def test_turn_prefix_answers_like_the_turn_prefix_regex(line: str) -> None:
 
     m = TURN_PREFIX_RE.match(line)
     assert turn_prefix(line) == ((m.group(1).lower(), m.group(2)) if m else None)
+    if not any(t in line for t in "\r\n\u2028\u2029"):  # what parse_window tells it of such a line
+        assert turn_prefix(line, False) == turn_prefix(line)
     assert _split_lines(line) == re.split(r"\r?\n", line)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=st.lists(LINE_PIECES, max_size=14).map("".join))
+@example(text="user: a\u2028b\nassistant: c")
+def test_parse_window_answers_like_the_prefix_regex_line_by_line(text: str) -> None:
+    """``parse_window`` with ``turn_prefix`` told once per window whether its lines may hold a
+    terminator, against the reference's steps: split lines, match the prefix regex, continue turns."""
+    from pipeline.core.normalize import JS_WHITESPACE as WS
+    from pipeline.core.window import TURN_PREFIX_RE
+
+    turns: list[tuple[str, list[str]]] = []
+    for line in re.split(r"\r?\n", text):
+        m = TURN_PREFIX_RE.match(line)
+        if m:
+            turns.append((m.group(1).lower(), [m.group(2)]))
+        elif turns:
+            turns[-1][1].append(line)
+        elif line.strip(WS):
+            turns.append(("user", [line]))
+    expected = []
+    for role, lines in turns:
+        body = ""
+        for line in lines:
+            body = line if not body else body + "\n" + line
+        if body.strip(WS):
+            expected.append((role, body.strip(WS)))
+    assert (parse_window(text) if text.strip(WS) else []) == expected
 
 
 def _reference_extract(text: str) -> list[Any]:
