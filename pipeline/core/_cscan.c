@@ -212,6 +212,161 @@ done:
     return result;
 }
 
+/* ---- First sighting of a printable-ASCII capitalised run (``extract._surface``) ----
+
+   A new surface cost ~9k instructions in Python calls (split, strip, possessive, lowercase, the
+   stopword sets, ``normalize_alias``), for what is, in printable ASCII, byte work. This does that
+   work for a run whose characters are all printable ASCII and whose sightings' norms need no more
+   than a lowercase (``normalize.is_plain``); for anything else it returns None and
+   ``extract._surface`` takes the Python steps. ``tests/unit/core/test_cscan.py`` compares the two. */
+
+#define KEEP 0
+#define DROP 1
+#define KEEP_IF_MID 2
+#define SIGHT_MAX 1024 /* longer runs (none in practice) go the Python way */
+
+static PyObject *ascii_str(const char *s, Py_ssize_t n) {
+    PyObject *out = PyUnicode_New(n, 127);
+    if (out != NULL) memcpy(PyUnicode_1BYTE_DATA(out), s, (size_t)n);
+    return out;
+}
+
+static Py_ssize_t strip_possessive_len(const char *s, Py_ssize_t n) {
+    if (n >= 2 && (s[n - 1] == 's' || s[n - 1] == 'S') && s[n - 2] == '\'') n -= 2;
+    if (n > 0 && s[n - 1] == '\'') n -= 1;
+    return n;
+}
+
+/* 1: ``lowercase(s[:n]) in words``; 0: not; -1: error. */
+static int lower_in(const char *s, Py_ssize_t n, PyObject *words, char *buf) {
+    for (Py_ssize_t i = 0; i < n; i++) buf[i] = (s[i] >= 'A' && s[i] <= 'Z') ? (char)(s[i] + 32) : s[i];
+    PyObject *low = ascii_str(buf, n);
+    if (low == NULL) return -1;
+    int found = PySet_Contains(words, low);
+    Py_DECREF(low);
+    return found;
+}
+
+/* ``_sighting(raw, raw)`` for printable ASCII ``raw`` = s[:n], or NULL with no error set when the
+   norm is not a plain lowercase (the caller then answers None). ``whole``: the object of s[:n]. */
+static PyObject *ascii_sighting(PyObject *whole, const char *s, Py_ssize_t n, PyObject *stopwords, PyObject *common,
+                                char *buf) {
+    Py_ssize_t a = 0, b = n;
+    while (a < b && s[a] == ' ') a++; /* strip(JS_WHITESPACE): the space is printable ASCII's only one */
+    while (b > a && s[b - 1] == ' ') b--;
+    Py_ssize_t qn = strip_possessive_len(s + a, b - a);
+    const char *q = s + a;
+    /* normalize_alias(query): a plain text's norm is its lowercase; the empty query's norm is ''. */
+    int has_space = 0, double_space = 0;
+    for (Py_ssize_t i = 0; i < qn; i++) {
+        if (q[i] == ' ') {
+            has_space = 1;
+            if (i + 1 < qn && q[i + 1] == ' ') double_space = 1;
+        }
+    }
+    if (qn > 0 && (double_space || strchr(" \"'`[(", q[0]) != NULL || strchr(" \"'`])", q[qn - 1]) != NULL)) return NULL;
+    int klass = KEEP;
+    if (!has_space) {
+        int drop = qn < 2 || (q[0] >= '0' && q[0] <= '9');
+        if (drop && qn >= 2) { /* [0-9][0-9.,]* in full */
+            for (Py_ssize_t i = 1; i < qn; i++)
+                if (!((q[i] >= '0' && q[i] <= '9') || q[i] == '.' || q[i] == ',')) drop = 0;
+        }
+        if (!drop) {
+            int stop = lower_in(q, qn, stopwords, buf);
+            if (stop < 0) return NULL;
+            if (stop) {
+                drop = 1;
+            } else {
+                int soft = lower_in(q, qn, common, buf);
+                if (soft < 0) return NULL;
+                klass = soft ? KEEP_IF_MID : KEEP;
+            }
+        }
+        if (drop) klass = DROP;
+    }
+    PyObject *display = (a == 0 && b == n) ? (Py_INCREF(whole), whole) : ascii_str(s + a, b - a);
+    PyObject *query = (a == 0 && qn == n) ? (Py_INCREF(whole), whole) : ascii_str(q, qn);
+    for (Py_ssize_t i = 0; i < qn; i++) buf[i] = (q[i] >= 'A' && q[i] <= 'Z') ? (char)(q[i] + 32) : q[i];
+    PyObject *norm = ascii_str(buf, qn);
+    PyObject *kl = PyLong_FromLong(klass);
+    PyObject *cand = NULL, *out = NULL;
+    if (display != NULL && query != NULL && norm != NULL && kl != NULL) {
+        cand = PyTuple_Pack(4, display, query, norm, Py_False);
+        if (cand != NULL) out = PyTuple_Pack(5, display, query, norm, kl, cand);
+    }
+    Py_XDECREF(display);
+    Py_XDECREF(query);
+    Py_XDECREF(norm);
+    Py_XDECREF(kl);
+    Py_XDECREF(cand);
+    if (out == NULL && !PyErr_Occurred()) PyErr_NoMemory();
+    return out;
+}
+
+/* ascii_surface(surface, stopwords, common_words) -> extract._surface(surface), or None when the
+   surface is not all printable ASCII or a sighting's norm is more than its lowercase. */
+static PyObject *ascii_surface(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyAnySet_Check(args[1]) || !PyAnySet_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "ascii_surface(str, set, set)");
+        return NULL;
+    }
+    PyObject *surface = args[0], *stopwords = args[1], *common = args[2];
+    if (PyUnicode_READY(surface) < 0) return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(surface);
+    if (!PyUnicode_IS_ASCII(surface) || n > SIGHT_MAX) Py_RETURN_NONE;
+    const char *s = (const char *)PyUnicode_1BYTE_DATA(surface);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] > 0x7e) Py_RETURN_NONE;
+    char buf[SIGHT_MAX];
+    /* The leading tokens (str.split) that are hard stopwords once possessive-stripped and lowercased. */
+    Py_ssize_t i = 0, first_kept = 0, kept_from = -1;
+    while (i < n) {
+        while (i < n && s[i] == ' ') i++;
+        if (i >= n) break;
+        Py_ssize_t start = i;
+        while (i < n && s[i] != ' ') i++;
+        int stop = lower_in(s + start, strip_possessive_len(s + start, i - start), stopwords, buf);
+        if (stop < 0) return NULL;
+        if (!stop) {
+            kept_from = start;
+            break;
+        }
+        first_kept++;
+    }
+    PyObject *run = ascii_sighting(surface, s, n, stopwords, common, buf);
+    if (run == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *trimmed = Py_None;
+    Py_INCREF(trimmed);
+    if (first_kept > 0 && kept_from >= 0) { /* 0 < first_kept < len(tokens) */
+        /* " ".join(the tokens from the first kept one) */
+        Py_ssize_t m = 0;
+        for (Py_ssize_t j = kept_from; j < n;) {
+            while (j < n && s[j] == ' ') j++;
+            if (j >= n) break;
+            if (m) buf[m++] = ' ';
+            while (j < n && s[j] != ' ') buf[m++] = s[j++];
+        }
+        PyObject *rest = ascii_str(buf, m);
+        Py_DECREF(trimmed);
+        trimmed = rest == NULL ? NULL : ascii_sighting(rest, (const char *)PyUnicode_1BYTE_DATA(rest), m, stopwords, common, buf);
+        Py_XDECREF(rest);
+        if (trimmed == NULL) {
+            Py_DECREF(run);
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *out = PyTuple_Pack(2, run, trimmed);
+    Py_DECREF(run);
+    Py_DECREF(trimmed);
+    return out;
+}
+
 /* class_table() -> bytes: the table's flags (SC_LU | SC_LL | SC_L | SC_N | SC_WS) of every code point
    0..0x10FFFF, for the test that compares them with ``regex``'s classes on every one. */
 static PyObject *class_table(PyObject *self, PyObject *unused) {
@@ -226,6 +381,8 @@ static PyObject *class_table(PyObject *self, PyObject *unused) {
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_O, "scan(text) -> (handles, runs, run_starts, weak_tokens, cjk_runs)"},
+    {"ascii_surface", (PyCFunction)(void (*)(void))ascii_surface, METH_FASTCALL,
+     "ascii_surface(surface, stopwords, common_words) -> extract._surface(surface), or None"},
     {"class_table", class_table, METH_NOARGS, "class_table() -> the Unicode class flags of every code point"},
     {NULL, NULL, 0, NULL},
 };

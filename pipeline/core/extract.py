@@ -25,10 +25,13 @@ Scan = tuple[list[str], list[str], list[bool], list[str], list[str]]
 """What :func:`scan_text` finds in a text: ``(handles, runs, run_starts, weak_tokens, cjk_runs)``."""
 
 _c_scan: Callable[[str], Scan] | None
+_c_surface: Callable[[str, frozenset[str], frozenset[str]], Any] | None
 try:  # the optional C scanner (pipeline/core/_cscan.c), built by scripts/build_core.py with the compiled core
+    from pipeline.core._cscan import ascii_surface as _c_surface
     from pipeline.core._cscan import scan as _c_scan
 except ImportError:  # not built (no compiler, a failed build) or the pure build: the patterns answer, same results
     _c_scan = None
+    _c_surface = None
 
 C_SCANNER: Final = _c_scan is not None
 """Whether the C scanner finds what a turn's patterns find (``pipeline.corebuild`` names the build)."""
@@ -233,7 +236,19 @@ def run_tokens(surface: str) -> list[str]:
 
 
 def _surface(surface: str) -> tuple[_Sighting, _Sighting | None]:
-    """The run itself, and its remainder after leading hard stopwords (HEAD's trim), if any."""
+    """The run itself, and its remainder after leading hard stopwords (HEAD's trim), if any.
+
+    The C scanner's ``ascii_surface`` answers for a printable-ASCII run whose norms are plain
+    lowercase (most of them), with the steps of :func:`_surface_python` done on bytes."""
+    if _c_surface is not None:
+        found: Any = _c_surface(surface, STOPWORDS, COMMON_WORDS)
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+    return _surface_python(surface)
+
+
+def _surface_python(surface: str) -> tuple[_Sighting, _Sighting | None]:
+    """:func:`_surface` in Python steps."""
     tokens = run_tokens(surface)
     first_kept = 0
     while first_kept < len(tokens) and strip_possessive(tokens[first_kept]).lower() in STOPWORDS:

@@ -102,3 +102,36 @@ def test_candidates_through_the_scanner_are_those_through_the_patterns(text: str
 def test_the_scanner_takes_only_a_str() -> None:
     with pytest.raises(TypeError):
         cscan.scan(b"bytes")
+
+
+SURFACE_WORDS = st.sampled_from(["The", "the", "Jordan", "Lee", "Lee's", "LEES'", "O'Neil", "x-ray", "I'm", "Monday",
+                                 "MONDAY", "It's", "42", "4.2,1", "7", "A", "'Quote'", "(Paren", "Bracket]", "`tick`",
+                                 "Mr.", "Smith", "s", "'s", "''", "Q.r", "And", "Of"])
+SURFACES = st.lists(st.one_of(SURFACE_WORDS, st.text(alphabet="aZ9'\"`[]() .-sS", max_size=5)), min_size=1,
+                    max_size=5).map(lambda words: " ".join(words)) | st.text(alphabet=st.characters(min_codepoint=0x20,
+                                                                                                    max_codepoint=0x7E))
+
+
+@settings(max_examples=3000, deadline=None)
+@given(surface=SURFACES)
+@example(surface="The Jordan Lee's")
+@example(surface="  The  Plan ")
+@example(surface="I'm It's")
+def test_an_ascii_surface_sighted_in_c_is_sighted_as_in_python(surface: str) -> None:
+    """``ascii_surface`` answers for printable ASCII whose norms are plain lowercase, else None."""
+    found = cscan.ascii_surface(surface, ex.STOPWORDS, ex.COMMON_WORDS)
+    if found is not None:
+        assert found == ex._surface_python(surface)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=TEXT)
+def test_runs_of_printable_ascii_are_sighted_in_c(text: str) -> None:
+    """Every capitalised run the scanner finds: the same first sighting, and C answers for the plain
+    printable-ASCII ones (single spaces, no quote or bracket at an end), the usual runs."""
+    for run in cscan.scan(text)[1]:
+        found = cscan.ascii_surface(run, ex.STOPWORDS, ex.COMMON_WORDS)
+        if found is None:
+            assert not (run.isascii() and run.isprintable() and "  " not in run and run[-1] not in "'\"`])"), run
+        else:
+            assert found == ex._surface_python(run)
