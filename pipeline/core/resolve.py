@@ -148,8 +148,7 @@ def _candidate_code(query: str, norm: str, brain: BrainIndex) -> int:
     page title: may label a pointer) or ``_NONE``."""
     if norm in brain.alias_index:
         return _HIT
-    info = brain.query_info(query)
-    if info[3] or info[4] or (not norm.isascii() and _CJK_FIRST <= norm[:1] <= _CJK_LAST
+    if brain.query_hits(query) or (not norm.isascii() and _CJK_FIRST <= norm[:1] <= _CJK_LAST
                               and (brain.ids_with_title(norm) or brain.ids_with_slug(norm))):
         return _HIT
     if norm in _odd_title_norms(brain) or brain.ids_with_title(norm):

@@ -670,3 +670,22 @@ def test_a_sentence_ends_where_the_look_behind_break_starts(line: str) -> None:
 
     brk, end = _SENTENCE_BREAK_RE.search(line), _SENTENCE_END_RE.search(line)
     assert (brk.start() if brk else None) == (end.start() + 1 if end else None)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=st.sampled_from(VOCAB) | TEXT | st.sampled_from(VOCAB).map(str.lower) | st.sampled_from(VOCAB).map(
+    lambda v: v.split()[-1] if v.split() else v) | st.sampled_from(VOCAB).map(lambda v: v.lower().replace(" ", "-")))
+def test_query_hits_answers_like_query_info(query: str, conformance_brain: BrainIndex) -> None:
+    """``query_hits`` (the relevance test's question, nothing built or cached) against the ids of
+    ``query_info``, with the query cache cold and warm."""
+    conformance_brain._query_cache.pop(query, None)
+    cold = conformance_brain.query_hits(query)
+    info = conformance_brain.query_info(query)
+    assert cold == bool(info[3] or info[4])
+    assert conformance_brain.query_hits(query) == cold
+
+
+def test_query_hits_finds_pages_by_every_arm(conformance_brain: BrainIndex) -> None:
+    hits = [q for q in VOCAB if conformance_brain.query_hits(q)]
+    assert len(hits) > len(VOCAB) // 4, hits
+
