@@ -252,14 +252,47 @@ def _salience_ordered(acc: dict[str, list[Any]], n: int, only: frozenset[str] | 
         # float plus 0.0 is the same float as plus 0.
         weight: float = (last + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0.0)
         (weak_ones if e[_WEAK] else strong).append((-weight, e[_ORDER], e))
+    if only is not None:
+        out = _kept_in_top(strong, MAX_CANDIDATES, only)
+        if weak_ones:
+            out += _kept_in_top(weak_ones, MAX_WEAK_CANDIDATES, only)
+        return out
     strong.sort()
-    out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]
-           if only is None or e[_NORM] in only]
+    out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]]
     if weak_ones:
         weak_ones.sort()
-        out += [_new_candidate(WindowCandidate, e) for _, _, e in weak_ones[:MAX_WEAK_CANDIDATES]
-                if only is None or e[_NORM] in only]
+        out += [_new_candidate(WindowCandidate, e) for _, _, e in weak_ones[:MAX_WEAK_CANDIDATES]]
     return out
+
+
+def _kept_in_top(keyed: list[tuple[float, int, list[Any]]], cap: int, only: frozenset[str]) -> list[WindowCandidate]:
+    """``[c for c in sorted(keyed)[:cap] if c's norm in only]`` as candidates, without sorting them
+    all: a crowded window (its whole merge, up to hundreds of norms) keeps only the few of ``only``,
+    and an entry is in the first ``cap`` when fewer than ``cap`` entries sort before it. Counting
+    those is a loop over C doubles and ints in the compiled core, where the sort compared every pair
+    of key tuples through the generic comparison. Keys never tie: the ``order`` fields differ."""
+    count = len(keyed)
+    weights: list[float] = [key[0] for key in keyed]
+    orders: list[int] = [key[1] for key in keyed]
+    picked: list[tuple[float, int, list[Any]]] = []
+    for i in range(count):
+        key = keyed[i]
+        e = key[2]
+        if e[_NORM] not in only:
+            continue
+        w = weights[i]
+        o = orders[i]
+        ahead = 0
+        for j in range(count):
+            wj = weights[j]
+            if wj < w or (wj == w and orders[j] < o):
+                ahead += 1
+                if ahead >= cap:
+                    break
+        if ahead < cap:
+            picked.append(key)
+    picked.sort()
+    return [_new_candidate(WindowCandidate, e) for _, _, e in picked]
 
 
 def as_list(items: Sequence[_T]) -> list[_T]:

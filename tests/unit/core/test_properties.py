@@ -689,3 +689,20 @@ def test_query_hits_finds_pages_by_every_arm(conformance_brain: BrainIndex) -> N
     hits = [q for q in VOCAB if conformance_brain.query_hits(q)]
     assert len(hits) > len(VOCAB) // 4, hits
 
+
+@settings(max_examples=1000, deadline=None)
+@given(weights=st.lists(st.sampled_from([-1.25, -1.0, -0.5, -0.35, -0.0, 0.0]) | st.floats(-3, 0), max_size=60),
+       cap=st.integers(1, 40), picks=st.sets(st.integers(0, 59)))
+def test_the_kept_in_the_top_are_those_of_the_sorted_cut(weights: list[float], cap: int, picks: set[int]) -> None:
+    """``_kept_in_top`` counts the keys before each kept entry instead of sorting them all; equal
+    weights (ties broken by ``order``) included."""
+    from pipeline.core.window import _NORM, _kept_in_top
+
+    keyed = []
+    for order, weight in enumerate(weights):
+        entry: list[Any] = [None] * 9
+        entry[_NORM] = f"n{order}"
+        keyed.append((weight, order, entry))
+    only = frozenset(f"n{k}" for k in picks)
+    expected = [e[_NORM] for _, _, e in sorted(keyed)[:cap] if e[_NORM] in only]
+    assert [c.norm for c in _kept_in_top(keyed, cap, only)] == expected
