@@ -266,31 +266,36 @@ def _salience_ordered(acc: dict[str, list[Any]], n: int, only: frozenset[str] | 
 
 
 def _kept_in_top(keyed: list[tuple[float, int, list[Any]]], cap: int, only: frozenset[str]) -> list[WindowCandidate]:
-    """``[c for c in sorted(keyed)[:cap] if c's norm in only]`` as candidates, without sorting them
-    all: a crowded window (its whole merge, up to hundreds of norms) keeps only the few of ``only``,
-    and an entry is in the first ``cap`` when fewer than ``cap`` entries sort before it. Counting
-    those is a loop over C doubles and ints in the compiled core, where the sort compared every pair
-    of key tuples through the generic comparison. Keys never tie: the ``order`` fields differ."""
-    count = len(keyed)
-    weights: list[float] = [key[0] for key in keyed]
-    orders: list[int] = [key[1] for key in keyed]
+    """``[c for c in sorted(keyed)[:cap] if c's norm in only]`` as candidates, without sorting the
+    key tuples: a crowded window (its whole merge, up to hundreds of norms) keeps only the few of
+    ``only``, and the sort compared every pair of key tuples through the generic comparison. The
+    weights alone sort as C doubles; the ``cap``-th smallest, ``edge``, settles every entry but those
+    of that very weight, for which the entries before them are counted (keys never tie: the
+    ``order`` fields differ)."""
     picked: list[tuple[float, int, list[Any]]] = []
-    for i in range(count):
-        key = keyed[i]
-        e = key[2]
-        if e[_NORM] not in only:
-            continue
-        w = weights[i]
-        o = orders[i]
-        ahead = 0
-        for j in range(count):
-            wj = weights[j]
-            if wj < w or (wj == w and orders[j] < o):
-                ahead += 1
-                if ahead >= cap:
-                    break
-        if ahead < cap:
-            picked.append(key)
+    count = len(keyed)
+    if count <= cap:
+        picked = [key for key in keyed if key[2][_NORM] in only]
+    else:
+        weights: list[float] = sorted([key[0] for key in keyed])
+        edge = weights[cap - 1]
+        below = 0  # the weights smaller than edge: all of them among the first cap
+        while weights[below] < edge:
+            below += 1
+        for key in keyed:
+            if key[2][_NORM] not in only:
+                continue
+            w = key[0]
+            if w < edge:
+                picked.append(key)
+            elif w == edge:
+                order = key[1]
+                ahead = below
+                for other in keyed:
+                    if other[0] == edge and other[1] < order:
+                        ahead += 1
+                if ahead < cap:
+                    picked.append(key)
     picked.sort()
     return [_new_candidate(WindowCandidate, e) for _, _, e in picked]
 
