@@ -304,15 +304,21 @@ class BrainIndex:
         lowered = query.lower()
         if _has_ids(self._title.get(lowered)):
             return True
+        if query.isascii() and query.isalnum():  # one word of letters and digits (most weak words):
+            # its slug is its lowercase, and it is a surname token when it is capitalised and 3 long
+            if self._has_slug(lowered) or _has_ids(self._tail.get(lowered)):
+                return True
+            return len(query) >= 3 and "A" <= query[0] <= "Z" and _has_ids(self._surname.get(lowered))
         slug = slugify(query)
-        if slug:
-            held = self._by_slug.get(slug)
-            if held is not None and (isinstance(held, Page) or len(held) > 0):
-                return True
-            if _has_ids(self._tail.get(slug)):
-                return True
+        if slug and (self._has_slug(slug) or _has_ids(self._tail.get(slug))):
+            return True
         token = _surname_token(query, lowered)
         return token is not None and _has_ids(self._surname.get(token))
+
+    def _has_slug(self, slug: str) -> bool:
+        """``bool(self.ids_with_slug(slug))``."""
+        held = self._by_slug.get(slug)
+        return held is not None and (isinstance(held, Page) or len(held) > 0)
 
     def query_info(self, query: str) -> tuple[str, str, str | None, tuple[int, ...], tuple[int, ...]]:
         """For a strong candidate's query: ``(query.lower(), slugify(query), surname token or None,
