@@ -133,22 +133,40 @@ static int find_cap_runs(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObje
 }
 
 /* A weak token starts only at the start of a maximal run of [\p{L}\p{N}'’@-], with an \p{Ll}; it
-   is the run up to its first @, kept at 3 characters or more (``weak_tokens``). */
-static int find_weak_tokens(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObject *out) {
-    Py_ssize_t i = 0;
+   is the run up to its first @, kept at 3 characters or more (``weak_tokens``). From *pos on: 1 and
+   the token's bounds, with *pos after its run, or 0 when there is none left. */
+static int next_weak_token(const uint16_t *f, Py_ssize_t n, Py_ssize_t *pos, Py_ssize_t *start, Py_ssize_t *end) {
+    Py_ssize_t i = *pos;
     while (i < n) {
         if (!(f[i] & WEAK_RUN)) {
             i++;
             continue;
         }
+        int found = 0;
         if (f[i] & SC_LL) {
             Py_ssize_t j = i + 1;
             while (j < n && (f[j] & WEAK_CHAR)) j++;
-            if (j - i >= 3 && append_slice(out, text, i, j) < 0) return -1;
+            if (j - i >= 3) {
+                *start = i;
+                *end = j;
+                found = 1;
+            }
             i = j;
         }
         while (i < n && (f[i] & WEAK_RUN)) i++;
+        if (found) {
+            *pos = i;
+            return 1;
+        }
     }
+    *pos = n;
+    return 0;
+}
+
+static int find_weak_tokens(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObject *out) {
+    Py_ssize_t pos = 0, start, end;
+    while (next_weak_token(f, n, &pos, &start, &end))
+        if (append_slice(out, text, start, end) < 0) return -1;
     return 0;
 }
 
@@ -169,20 +187,11 @@ static int find_cjk_runs(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObje
 
 #define STACK_CHARS 512
 
-/* scan(text) -> (handles, runs, run_starts, weak_tokens, cjk_runs): see the module comment. */
-static PyObject *scan(PyObject *self, PyObject *text) {
-    (void)self;
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "scan() takes a str");
-        return NULL;
-    }
-    if (PyUnicode_READY(text) < 0) return NULL;
+/* Every character's flags into f (PyUnicode_GET_LENGTH(text) of them); the union of them all. */
+static uint16_t classify_text(PyObject *text, uint16_t *f) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    uint16_t stack[STACK_CHARS];
-    uint16_t *f = n <= STACK_CHARS ? stack : PyMem_Malloc((size_t)n * sizeof(uint16_t));
-    if (f == NULL) return PyErr_NoMemory();
     uint16_t seen = 0;
     if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *s = data;
@@ -194,6 +203,22 @@ static PyObject *scan(PyObject *self, PyObject *text) {
         const Py_UCS4 *s = data;
         for (Py_ssize_t i = 0; i < n; i++) seen |= f[i] = classify(s[i]);
     }
+    return seen;
+}
+
+/* scan(text) -> (handles, runs, run_starts, weak_tokens, cjk_runs): see the module comment. */
+static PyObject *scan(PyObject *self, PyObject *text) {
+    (void)self;
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "scan() takes a str");
+        return NULL;
+    }
+    if (PyUnicode_READY(text) < 0) return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    uint16_t stack[STACK_CHARS];
+    uint16_t *f = n <= STACK_CHARS ? stack : PyMem_Malloc((size_t)n * sizeof(uint16_t));
+    if (f == NULL) return PyErr_NoMemory();
+    uint16_t seen = classify_text(text, f);
     PyObject *handles = PyList_New(0), *runs = PyList_New(0), *starts = PyList_New(0);
     PyObject *tokens = PyList_New(0), *cjk = PyList_New(0), *result = NULL;
     if (handles == NULL || runs == NULL || starts == NULL || tokens == NULL || cjk == NULL) goto done;
@@ -306,13 +331,7 @@ static PyObject *ascii_sighting(PyObject *whole, const char *s, Py_ssize_t n, Py
 
 /* ascii_surface(surface, stopwords, common_words) -> extract._surface(surface), or None when the
    surface is not all printable ASCII or a sighting's norm is more than its lowercase. */
-static PyObject *ascii_surface(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyAnySet_Check(args[1]) || !PyAnySet_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "ascii_surface(str, set, set)");
-        return NULL;
-    }
-    PyObject *surface = args[0], *stopwords = args[1], *common = args[2];
+static PyObject *ascii_surface_impl(PyObject *surface, PyObject *stopwords, PyObject *common) {
     if (PyUnicode_READY(surface) < 0) return NULL;
     Py_ssize_t n = PyUnicode_GET_LENGTH(surface);
     if (!PyUnicode_IS_ASCII(surface) || n > SIGHT_MAX) Py_RETURN_NONE;
@@ -367,6 +386,248 @@ static PyObject *ascii_surface(PyObject *self, PyObject *const *args, Py_ssize_t
     return out;
 }
 
+static PyObject *ascii_surface(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyAnySet_Check(args[1]) || !PyAnySet_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "ascii_surface(str, set, set)");
+        return NULL;
+    }
+    return ascii_surface_impl(args[0], args[1], args[2]);
+}
+
+/* ---- A turn's candidates (``extract._extract_scanned`` over ``scan``'s findings) ----
+
+   ``_extract_scanned`` in C: the same caches (the dicts of extract.py, handed over once by
+   ``configure``), the same Python functions for what is not in them, the same filters and caps.
+   What it saves is the glue: the lists of findings, a Python-level loop over them, and the weak
+   tokens after the cap, which are not even cut out of the text. ``tests/unit/core/test_cscan.py``
+   compares it with ``extract._extract_python``. */
+
+static struct {
+    PyObject *surface_cache, *handle_cache, *weak_cache; /* dict */
+    Py_ssize_t cache_max;
+    PyObject *stopwords, *common_words;                   /* frozenset */
+    PyObject *sighting, *surface, *weak, *cjk_grams;     /* callables of extract.py */
+    PyObject *not_weak, *at;                             /* _NOT_WEAK, "@" */
+    Py_ssize_t max_candidates, max_weak;
+    int ready;
+} X;
+
+static PyObject *configure(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *sc, *hc, *wc, *stop, *common, *sighting, *surface, *weak, *cjk, *not_weak;
+    Py_ssize_t cache_max, max_candidates, max_weak;
+    if (!PyArg_ParseTuple(args, "O!O!O!nO!O!OOOOOnn", &PyDict_Type, &sc, &PyDict_Type, &hc, &PyDict_Type, &wc,
+                          &cache_max, &PyFrozenSet_Type, &stop, &PyFrozenSet_Type, &common, &sighting, &surface, &weak,
+                          &cjk, &not_weak, &max_candidates, &max_weak))
+        return NULL;
+    PyObject *at = PyUnicode_FromString("@");
+    if (at == NULL) return NULL;
+    PyObject *keep[] = {sc, hc, wc, stop, common, sighting, surface, weak, cjk, not_weak};
+    for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++) Py_INCREF(keep[k]);
+    if (X.ready) {
+        PyObject *old[] = {X.surface_cache, X.handle_cache, X.weak_cache, X.stopwords, X.common_words, X.sighting,
+                           X.surface, X.weak, X.cjk_grams, X.not_weak, X.at};
+        for (size_t k = 0; k < sizeof old / sizeof old[0]; k++) Py_DECREF(old[k]);
+    }
+    X.surface_cache = sc, X.handle_cache = hc, X.weak_cache = wc, X.cache_max = cache_max;
+    X.stopwords = stop, X.common_words = common, X.sighting = sighting, X.surface = surface, X.weak = weak;
+    X.cjk_grams = cjk, X.not_weak = not_weak, X.at = at;
+    X.max_candidates = max_candidates, X.max_weak = max_weak, X.ready = 1;
+    Py_RETURN_NONE;
+}
+
+/* ``_bounded(cache)[key] = value``: a full cache starts over. */
+static int bounded_set(PyObject *cache, PyObject *key, PyObject *value) {
+    if (PyDict_GET_SIZE(cache) >= X.cache_max) PyDict_Clear(cache);
+    return PyDict_SetItem(cache, key, value);
+}
+
+/* The cached value of key (a new reference), made by make(key) and stored on a miss. */
+static PyObject *cached(PyObject *cache, PyObject *key, PyObject *(*make)(PyObject *)) {
+    PyObject *found = PyDict_GetItemWithError(cache, key);
+    if (found != NULL) {
+        Py_INCREF(found);
+        return found;
+    }
+    if (PyErr_Occurred()) return NULL;
+    PyObject *made = make(key);
+    if (made == NULL) return NULL;
+    if (bounded_set(cache, key, made) < 0) {
+        Py_DECREF(made);
+        return NULL;
+    }
+    return made;
+}
+
+static PyObject *make_handle(PyObject *handle) {
+    PyObject *at_handle = PyUnicode_Concat(X.at, handle);
+    if (at_handle == NULL) return NULL;
+    PyObject *out = PyObject_CallFunctionObjArgs(X.sighting, at_handle, handle, NULL);
+    Py_DECREF(at_handle);
+    return out;
+}
+
+static PyObject *make_surface(PyObject *surface) {
+    PyObject *out = ascii_surface_impl(surface, X.stopwords, X.common_words);
+    if (out != Py_None) return out;
+    Py_DECREF(out);
+    return PyObject_CallOneArg(X.surface, surface);
+}
+
+static PyObject *make_weak(PyObject *token) {
+    PyObject *out = PyObject_CallOneArg(X.weak, token);
+    if (out == Py_None) {
+        Py_DECREF(out);
+        Py_INCREF(X.not_weak);
+        return X.not_weak;
+    }
+    return out;
+}
+
+/* A sighting's (size 5) or weak candidate's (size 4) norm, item 2, borrowed; NULL with an error
+   when item is not such a tuple. */
+static PyObject *norm_of(PyObject *item, Py_ssize_t size) {
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != size) {
+        PyErr_SetString(PyExc_TypeError, "a cached sighting or candidate is not a tuple of its size");
+        return NULL;
+    }
+    PyObject *norm = PyTuple_GET_ITEM(item, 2);
+    if (!PyUnicode_Check(norm)) {
+        PyErr_SetString(PyExc_TypeError, "a norm is not a str");
+        return NULL;
+    }
+    return norm;
+}
+
+/* first.setdefault(norm, sighting); with mid_too, mid.add(norm). */
+static int sight(PyObject *first, PyObject *mid, PyObject *norm, PyObject *sighting, int mid_too) {
+    if (PyDict_SetDefault(first, norm, sighting) == NULL) return -1;
+    return mid_too ? PySet_Add(mid, norm) : 0;
+}
+
+static PyObject *extract(PyObject *self, PyObject *text) {
+    (void)self;
+    if (!X.ready) {
+        PyErr_SetString(PyExc_RuntimeError, "_cscan.configure() was not called");
+        return NULL;
+    }
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "extract() takes a str");
+        return NULL;
+    }
+    if (PyUnicode_READY(text) < 0) return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    uint16_t stack[STACK_CHARS];
+    uint16_t *f = n <= STACK_CHARS ? stack : PyMem_Malloc((size_t)n * sizeof(uint16_t));
+    if (f == NULL) return PyErr_NoMemory();
+    uint16_t seen = classify_text(text, f);
+    PyObject *first = PyDict_New(), *mid = PySet_New(NULL), *out = PyList_New(0), *strong = PySet_New(NULL);
+    PyObject *weak_seen = PySet_New(NULL), *found = NULL, *runs = NULL, *starts = NULL, *result = NULL;
+    if (first == NULL || mid == NULL || out == NULL || strong == NULL || weak_seen == NULL) goto done;
+
+    if (seen & F_AT) { /* the @handles: always mid-sentence */
+        if ((found = PyList_New(0)) == NULL || find_handles(text, f, n, found) < 0) goto done;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(found); k++) {
+            PyObject *sighting = cached(X.handle_cache, PyList_GET_ITEM(found, k), make_handle);
+            if (sighting == NULL) goto done;
+            PyObject *norm = norm_of(sighting, 5);
+            int rc = norm == NULL ? -1 : PyUnicode_GET_LENGTH(norm) ? sight(first, mid, norm, sighting, 1) : 0;
+            Py_DECREF(sighting);
+            if (rc < 0) goto done;
+        }
+        Py_CLEAR(found);
+    }
+    if (seen & SC_LU) { /* the capitalised runs, and their remainders after leading stopwords */
+        if ((runs = PyList_New(0)) == NULL || (starts = PyList_New(0)) == NULL) goto done;
+        if (find_cap_runs(text, f, n, runs, starts) < 0) goto done;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(runs); k++) {
+            PyObject *info = cached(X.surface_cache, PyList_GET_ITEM(runs, k), make_surface);
+            if (info == NULL) goto done;
+            int rc = -1;
+            if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 2) {
+                PyErr_SetString(PyExc_TypeError, "a cached surface is not a pair");
+            } else {
+                PyObject *run = PyTuple_GET_ITEM(info, 0), *trimmed = PyTuple_GET_ITEM(info, 1);
+                PyObject *norm = norm_of(run, 5);
+                rc = norm == NULL ? -1 : 0;
+                if (rc == 0 && PyUnicode_GET_LENGTH(norm))
+                    rc = sight(first, mid, norm, run, PyList_GET_ITEM(starts, k) == Py_False);
+                if (rc == 0 && trimmed != Py_None) {
+                    PyObject *tnorm = norm_of(trimmed, 5);
+                    rc = tnorm == NULL ? -1 : PyUnicode_GET_LENGTH(tnorm) ? sight(first, mid, tnorm, trimmed, 1) : 0;
+                }
+            }
+            Py_DECREF(info);
+            if (rc < 0) goto done;
+        }
+    }
+
+    /* The strong candidates: first-seen order, the drop classes filtered, at most max_candidates. */
+    Py_ssize_t pos = 0;
+    PyObject *norm, *sighting;
+    while (PyDict_Next(first, &pos, &norm, &sighting)) {
+        long klass = PyLong_AsLong(PyTuple_GET_ITEM(sighting, 3));
+        if (klass == -1 && PyErr_Occurred()) goto done;
+        if (klass == DROP) continue;
+        if (klass == KEEP_IF_MID) {
+            int is_mid = PySet_Contains(mid, norm);
+            if (is_mid < 0) goto done;
+            if (!is_mid) continue;
+        }
+        if (PyList_Append(out, PyTuple_GET_ITEM(sighting, 4)) < 0 || PySet_Add(strong, norm) < 0) goto done;
+        if (PyList_GET_SIZE(out) >= X.max_candidates) break;
+    }
+
+    if (seen & SC_LL) { /* the weak words, up to max_weak new norms; no token is cut out after that */
+        Py_ssize_t at = 0, start, end, count = 0;
+        while (count < X.max_weak && next_weak_token(f, n, &at, &start, &end)) {
+            PyObject *token = PyUnicode_Substring(text, start, end);
+            if (token == NULL) goto done;
+            PyObject *weak = cached(X.weak_cache, token, make_weak);
+            Py_DECREF(token);
+            if (weak == NULL) goto done;
+            PyObject *wnorm = norm_of(weak, 4);
+            int rc = wnorm == NULL ? -1 : 0, skip = 1;
+            if (rc == 0 && PyUnicode_GET_LENGTH(wnorm)) {
+                int in_strong = PySet_Contains(strong, wnorm);
+                int in_seen = in_strong ? in_strong : PySet_Contains(weak_seen, wnorm);
+                if (in_strong < 0 || in_seen < 0) rc = -1;
+                else skip = in_strong || in_seen;
+            }
+            if (rc == 0 && !skip) {
+                rc = PySet_Add(weak_seen, wnorm);
+                if (rc == 0) rc = PyList_Append(out, weak);
+                count++;
+            }
+            Py_DECREF(weak);
+            if (rc < 0) goto done;
+        }
+    }
+
+    if (seen & F_CJK) { /* the CJK n-grams: extract._cjk_run_grams on the runs of 2 or more */
+        if ((found = PyList_New(0)) == NULL || find_cjk_runs(text, f, n, found) < 0) goto done;
+        if (PyList_GET_SIZE(found)) {
+            PyObject *none = PyObject_CallFunctionObjArgs(X.cjk_grams, found, out, strong, weak_seen, NULL);
+            if (none == NULL) goto done;
+            Py_DECREF(none);
+        }
+    }
+    result = out;
+    out = NULL;
+done:
+    Py_XDECREF(first);
+    Py_XDECREF(mid);
+    Py_XDECREF(out);
+    Py_XDECREF(strong);
+    Py_XDECREF(weak_seen);
+    Py_XDECREF(found);
+    Py_XDECREF(runs);
+    Py_XDECREF(starts);
+    if (f != stack) PyMem_Free(f);
+    return result;
+}
+
 /* class_table() -> bytes: the table's flags (SC_LU | SC_LL | SC_L | SC_N | SC_WS) of every code point
    0..0x10FFFF, for the test that compares them with ``regex``'s classes on every one. */
 static PyObject *class_table(PyObject *self, PyObject *unused) {
@@ -383,6 +644,10 @@ static PyMethodDef methods[] = {
     {"scan", scan, METH_O, "scan(text) -> (handles, runs, run_starts, weak_tokens, cjk_runs)"},
     {"ascii_surface", (PyCFunction)(void (*)(void))ascii_surface, METH_FASTCALL,
      "ascii_surface(surface, stopwords, common_words) -> extract._surface(surface), or None"},
+    {"configure", configure, METH_VARARGS,
+     "configure(surface_cache, handle_cache, weak_cache, cache_max, stopwords, common_words, sighting, surface, "
+     "weak, cjk_grams, not_weak, max_candidates, max_weak): extract.py's caches and functions, for extract()"},
+    {"extract", extract, METH_O, "extract(text) -> extract._extract_scanned(text, scan(text))"},
     {"class_table", class_table, METH_NOARGS, "class_table() -> the Unicode class flags of every code point"},
     {NULL, NULL, 0, NULL},
 };

@@ -1,5 +1,6 @@
 """Types of the optional C scanner ``pipeline/core/_cscan.c`` (see ``pipeline.core.extract.scan_text``)."""
 
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -7,4 +8,9 @@ REGEX_VERSION: str
 
 def scan(text: str, /) -> tuple[list[str], list[str], list[bool], list[str], list[str]]: ...
 def ascii_surface(surface: str, stopwords: AbstractSet[str], common_words: AbstractSet[str], /) -> Any: ...
+def configure(surface_cache: dict[str, Any], handle_cache: dict[str, Any], weak_cache: dict[str, Any], cache_max: int,
+              stopwords: frozenset[str], common_words: frozenset[str], sighting: Callable[[str, str], Any],
+              surface: Callable[[str], Any], weak: Callable[[str], Any], cjk_grams: Callable[..., None],
+              not_weak: Any, max_candidates: int, max_weak: int, /) -> None: ...
+def extract(text: str, /) -> list[tuple[str, str, str, bool]]: ...
 def class_table() -> bytes: ...

@@ -26,12 +26,18 @@ Scan = tuple[list[str], list[str], list[bool], list[str], list[str]]
 
 _c_scan: Callable[[str], Scan] | None
 _c_surface: Callable[[str, frozenset[str], frozenset[str]], Any] | None
+_c_extract: Callable[[str], list[Candidate]] | None
+_c_configure: Callable[..., None] | None
 try:  # the optional C scanner (pipeline/core/_cscan.c), built by scripts/build_core.py with the compiled core
     from pipeline.core._cscan import ascii_surface as _c_surface
+    from pipeline.core._cscan import configure as _c_configure
+    from pipeline.core._cscan import extract as _c_extract
     from pipeline.core._cscan import scan as _c_scan
 except ImportError:  # not built (no compiler, a failed build) or the pure build: the patterns answer, same results
     _c_scan = None
     _c_surface = None
+    _c_extract = None
+    _c_configure = None
 
 C_SCANNER: Final = _c_scan is not None
 """Whether the C scanner finds what a turn's patterns find (``pipeline.corebuild`` names the build)."""
@@ -370,9 +376,10 @@ def scan_text(text: str) -> Scan:
 
 
 def _extract(text: str) -> list[Candidate]:
-    """:func:`extract_candidates` without the memo: from the C scanner's findings where it is built."""
-    if _c_scan is not None:
-        return _extract_scanned(text, _c_scan(text))
+    """:func:`extract_candidates` without the memo: :func:`_extract_scanned` in C where the C
+    scanner is built (its ``extract``, with this module's caches and functions: see the end of it)."""
+    if _c_extract is not None:
+        return _c_extract(text)
     return _extract_python(text)
 
 
@@ -544,3 +551,8 @@ def _cjk_run_grams(runs: list[str], out: list[Candidate], strong_norms: set[str]
             weak_seen.add(norm)
             count += 1
             out.append((gram, gram, norm, True))
+
+
+if _c_configure is not None:  # the C extract reads and fills this module's caches, calls its functions
+    _c_configure(_surface_cache, _handle_cache, _weak_cache, _CACHE_MAX, STOPWORDS, COMMON_WORDS, _sighting,
+                 _surface_python, _weak, _cjk_run_grams, _NOT_WEAK, MAX_CANDIDATES, MAX_WEAK_CANDIDATES)

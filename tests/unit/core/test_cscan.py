@@ -96,7 +96,40 @@ def test_candidates_through_the_scanner_are_those_through_the_patterns(text: str
     for cache in (ex._surface_cache, ex._handle_cache, ex._weak_cache, ex._word_cache):
         cache.clear()
     assert ex._extract_scanned(text, cscan.scan(text)) == expected
-    assert ex._extract(text) == expected  # warm caches, and the scanner _extract uses
+    assert ex._extract(text) == expected  # warm caches, and the C extract _extract uses
+    for cache in (ex._surface_cache, ex._handle_cache, ex._weak_cache, ex._word_cache):
+        cache.clear()
+    assert cscan.extract(text) == expected  # cold caches
+    assert cscan.extract(text) == expected
+
+
+WORDY = st.lists(st.sampled_from(["alpha", "beta", "gamma's", "x-ray", "the", "and", "Jordan", "Lee", "@jordan_lee",
+                                  "Monday", "東京都庁", "さくら", "über", "ok", "state-of-the-art", "a@bc", "d@@ef"])
+                 | st.text(alphabet="abcdefghij", min_size=3, max_size=6), min_size=20, max_size=90).map(" ".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=WORDY)
+def test_the_c_extract_caps_weak_words_and_candidates_like_python(text: str) -> None:
+    """Texts with more weak words than the cap (32) and more strong ones than 12: the C extract stops
+    cutting tokens out at the cap and must still answer like the Python steps."""
+    for cache in (ex._surface_cache, ex._handle_cache, ex._weak_cache, ex._word_cache):
+        cache.clear()
+    expected = ex._extract_python(text)
+    assert cscan.extract(text) == expected
+    assert cscan.extract(text) == expected
+
+
+def test_the_c_extract_starts_a_full_cache_over_like_python() -> None:
+    """``_bounded``: a cache at its size is emptied before the next entry, in C as in Python."""
+    ex._weak_cache.clear()
+    for k in range(ex._CACHE_MAX - 1):
+        ex._weak_cache[f"w{k}"] = ex._NOT_WEAK
+    cscan.extract("alpha")  # one new word: the cache is full after it
+    assert len(ex._weak_cache) == ex._CACHE_MAX
+    cscan.extract("bravo")  # the next one starts it over
+    assert list(ex._weak_cache) == ["bravo"]
+    ex._weak_cache.clear()
 
 
 def test_the_scanner_takes_only_a_str() -> None:
