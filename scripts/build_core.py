@@ -100,7 +100,8 @@ def build_c_scanner() -> bool:
     tmp = tempfile.mkdtemp(prefix="volunteer-cscan-")
     os.chdir(ROOT)
     try:
-        ext = Extension(f"pipeline.core.{C_SCANNER}", [f"pipeline/core/{C_SCANNER}.c"], extra_compile_args=["-O2"])
+        # -ffp-contract=off: the merge's weights must be the very doubles Python computes (no fused a*b+c).
+        ext = Extension(f"pipeline.core.{C_SCANNER}", [f"pipeline/core/{C_SCANNER}.c"], extra_compile_args=["-O2", "-ffp-contract=off"])
         with contextlib.redirect_stdout(io.StringIO()):
             dist = Distribution({"name": "pipeline-core-cscan", "ext_modules": [ext]})
             dist.script_args = ["-q", "build_ext", "--inplace", "--build-temp", tmp, "--build-lib", tmp]

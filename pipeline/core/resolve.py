@@ -111,12 +111,14 @@ def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool,
             keep.append(norm)
         elif code == _LABEL:
             keep.append(norm)
-    relevant = frozenset(keep)
+    relevant = frozenset(keep) if keep else _NO_NORMS
     if not _relevance_memo.rest_one():  # resting, the entry would be dropped: not even built
         _relevance_memo.put(id(cands), (cands, brain.token, live, relevant))
     return live, relevant
 
 
+_NO_NORMS: Final[frozenset[str]] = frozenset()
+"""The relevant norms of a turn with none (most turns): one shared empty set, not a new one each."""
 _NONE: Final = 0
 _LABEL: Final = 1
 _HIT: Final = 2

@@ -9,7 +9,7 @@ combines the cached per-turn candidate lists of a window exactly like gbrain's
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Final, NamedTuple, TypeVar
 
@@ -24,6 +24,15 @@ TURN_PREFIX_RE: Final = re.compile(
 line terminator, ``$`` is the end of the input. Use with ``.match``."""
 
 ROLES: Final = ("user", "assistant")
+
+_c_merge: Callable[[list[Any], frozenset[str] | None], Any] | None
+_c_configure_merge: Callable[[type, int, int], None] | None
+try:  # the optional C scanner (pipeline/core/_cscan.c) also merges windows; see merge_window
+    from pipeline.core._cscan import configure_merge as _c_configure_merge
+    from pipeline.core._cscan import merge as _c_merge
+except ImportError:  # not built, or the pure build: the Python merge answers, same results
+    _c_merge = None
+    _c_configure_merge = None
 _T = TypeVar("_T")
 
 
@@ -194,6 +203,16 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
         return []
     rows = as_list(turns)
     kept: frozenset[str] | None = keep if keep is None or isinstance(keep, frozenset) else frozenset(keep)
+    if _c_merge is not None:  # the C scanner's merge: the same steps, or None for inputs of another shape
+        merged: list[WindowCandidate] | None = _c_merge(rows, kept)
+        if merged is not None:
+            return merged
+    return _merge_python(rows, kept)
+
+
+def _merge_python(rows: list[tuple[str, Sequence[Candidate]]], kept: frozenset[str] | None) -> list[WindowCandidate]:
+    """:func:`merge_window` of a non-empty window in Python steps (where the C scanner is not built)."""
+    n = len(rows)
     acc, strong_seen, weak_seen = _accumulate(rows, kept)
     if kept is not None and (strong_seen > MAX_CANDIDATES or weak_seen > MAX_WEAK_CANDIDATES) and _crowded(rows):
         # Only the kept candidates of the whole merge are built: it used to build every candidate
@@ -342,3 +361,7 @@ def merged_count(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> int:
 def extract_window(turns: Sequence[tuple[str, str]]) -> list[WindowCandidate]:
     """From scratch: extract every turn, then merge (what the op does; the stream caches per turn)."""
     return merge_window([(role, extract_candidates(text)) for role, text in turns])
+
+
+if _c_configure_merge is not None:  # what the C merge builds (this module's class) and keeps
+    _c_configure_merge(WindowCandidate, MAX_CANDIDATES, MAX_WEAK_CANDIDATES)

@@ -168,3 +168,40 @@ def test_runs_of_printable_ascii_are_sighted_in_c(text: str) -> None:
             assert not (run.isascii() and run.isprintable() and "  " not in run and run[-1] not in "'\"`])"), run
         else:
             assert found == ex._surface_python(run)
+
+
+ROLES = st.sampled_from(["user", "assistant", "User", "system"])
+WINDOW = st.lists(st.tuples(ROLES, TEXT | WORDY), min_size=1, max_size=9)
+
+
+def _kept_norms(rows: list[tuple[str, list[ex.Candidate]]], picks: list[int]) -> frozenset[str]:
+    norms = sorted({c[2] for _, cands in rows for c in cands})
+    return frozenset(norms[k % len(norms)] for k in picks) if norms else frozenset()
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(window=WINDOW, picks=st.lists(st.integers(0, 500), max_size=12), keep=st.booleans())
+@example(window=[("user", "Jordan Lee met Ann Bo")], picks=[], keep=False)
+def test_the_c_merge_answers_like_the_python_merge(window: list[tuple[str, str]], picks: list[int], keep: bool) -> None:
+    """Windows crowded or not (``WORDY`` crosses the caps), with and without kept norms: the same
+    candidates, every field (``order`` included), in the same order."""
+    from pipeline.core import window as win
+
+    rows = [(role, ex.extract_candidates(text)) for role, text in window]
+    kept = _kept_norms(rows, picks) if keep else None
+    merged = cscan.merge(rows, kept)
+    assert merged is not None
+    expected = win._merge_python(rows, kept)
+    assert merged == expected
+    assert [type(c) for c in merged] == [type(c) for c in expected]
+    assert [tuple(map(type, c)) for c in merged] == [tuple(map(type, c)) for c in expected]
+
+
+def test_the_c_merge_leaves_other_shapes_to_python() -> None:
+    from pipeline.core.window import merge_window
+
+    cands = ex.extract_candidates("ping Jordan Lee")
+    assert cscan.merge([["user", cands]], None) is None  # a list where a tuple is expected
+    assert cscan.merge([("user", tuple(cands))], None) is None
+    assert cscan.merge([], None) is None
+    assert merge_window([("user", tuple(cands))]) == merge_window([("user", cands)])
