@@ -863,6 +863,156 @@ done:
     return rc < 0 ? NULL : out;
 }
 
+/* ---- A window's turns (``window.parse_window``) ----
+
+   The op's ``role: text`` grammar over a window's lines, as ``window.parse_window`` and
+   ``turn_prefix`` read it: a line opening with ``user`` or ``assistant`` (ASCII case folded), JS
+   whitespace, a colon and at most one whitespace starts a turn, unless a line terminator follows
+   later in it; other lines continue the current turn (before any, a non-blank one starts a user
+   turn); a turn's body is its lines joined by ``\n`` with its leading empty lines dropped, trimmed
+   of JS whitespace, and kept when not empty. Lines are cut at ``\n``, each dropping one ``\r`` before
+   it. ~2k instructions per line in the compiled core, for reads of characters. Compared with the
+   Python steps by ``tests/unit/core/test_cscan.py``. */
+
+static PyObject *S_USER, *S_ASSISTANT;
+
+#define READ(i) PyUnicode_READ(kind, data, (i))
+#define IS_WS(c) (classify(c) & SC_WS)
+
+/* Where the body of line [s, e) starts when the line opens a turn (its role in *role), else -1. */
+static Py_ssize_t turn_prefix_at(int kind, const void *data, Py_ssize_t s, Py_ssize_t e, int terminators,
+                                 PyObject **role) {
+    static const char user[] = "user", assistant[] = "assistant";
+    Py_ssize_t i, k;
+    for (k = 0; k < 4 && s + k < e; k++) {
+        Py_UCS4 c = READ(s + k);
+        if (c >= 128 || (c >= 'A' && c <= 'Z' ? c + 32 : c) != (Py_UCS4)user[k]) break;
+    }
+    if (k == 4) {
+        *role = S_USER;
+        i = s + 4;
+    } else {
+        for (k = 0; k < 9 && s + k < e; k++) {
+            Py_UCS4 c = READ(s + k);
+            if (c >= 128 || (c >= 'A' && c <= 'Z' ? c + 32 : c) != (Py_UCS4)assistant[k]) break;
+        }
+        if (k != 9) return -1;
+        *role = S_ASSISTANT;
+        i = s + 9;
+    }
+    while (i < e && IS_WS(READ(i))) i++;
+    if (i >= e || READ(i) != ':') return -1;
+    i++;
+    for (Py_ssize_t j = i + 1; terminators && j < e; j++) { /* none in a window without \r, U+2028, U+2029 */
+        Py_UCS4 c = READ(j);
+        if (c == '\r' || c == '\n' || c == 0x2028 || c == 0x2029) return -1;
+    }
+    if (i < e && IS_WS(READ(i))) i++;
+    return i;
+}
+
+/* (role, body) appended to out for the text's [s, e) trimmed of JS whitespace, if anything is left. */
+static int append_turn(PyObject *out, PyObject *role, PyObject *text, Py_ssize_t s, Py_ssize_t e) {
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    while (s < e && IS_WS(READ(s))) s++;
+    while (e > s && IS_WS(READ(e - 1))) e--;
+    if (s == e) return 0;
+    PyObject *body = PyUnicode_Substring(text, s, e);
+    if (body == NULL) return -1;
+    PyObject *turn = PyTuple_Pack(2, role, body);
+    Py_DECREF(body);
+    if (turn == NULL) return -1;
+    int rc = PyList_Append(out, turn);
+    Py_DECREF(turn);
+    return rc;
+}
+
+static PyObject *parse_window(PyObject *self, PyObject *text) {
+    (void)self;
+    if (!PyUnicode_Check(text)) Py_RETURN_NONE;
+    if (PyUnicode_READY(text) < 0) return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), lines = 1;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    /* PyUnicode_FindChar: memchr on the usual one-byte text, where a loop read every character. */
+    int has_cr = PyUnicode_FindChar(text, '\r', 0, n, 1) >= 0;
+    int terminators = has_cr || (kind != PyUnicode_1BYTE_KIND && (PyUnicode_FindChar(text, 0x2028, 0, n, 1) >= 0
+                                                                   || PyUnicode_FindChar(text, 0x2029, 0, n, 1) >= 0));
+    for (Py_ssize_t at = PyUnicode_FindChar(text, '\n', 0, n, 1); at >= 0;
+         at = PyUnicode_FindChar(text, '\n', at + 1, n, 1))
+        lines++;
+    /* Line k is [start[k], end[k]); a turn is (role, first line, where its body starts in it, last line). */
+    Py_ssize_t *start = PyMem_Malloc((size_t)lines * 5 * sizeof(Py_ssize_t));
+    PyObject **roles = PyMem_Malloc((size_t)lines * sizeof(PyObject *));
+    PyObject *out = PyList_New(0), *pieces = NULL;
+    if (start == NULL || roles == NULL) {
+        PyErr_NoMemory();
+        Py_CLEAR(out);
+    }
+    if (out == NULL) goto done;
+    Py_ssize_t *end = start + lines, *first = start + 2 * lines, *from = start + 3 * lines, *last = start + 4 * lines;
+    Py_ssize_t line_start = 0;
+    for (Py_ssize_t k = 0; k < lines; k++) {
+        Py_ssize_t i = k == lines - 1 ? n : PyUnicode_FindChar(text, '\n', line_start, n, 1);
+        start[k] = line_start;
+        end[k] = i;
+        if (has_cr && i < n && i > line_start && READ(i - 1) == '\r') end[k] = i - 1; /* not the last line */
+        line_start = i + 1;
+    }
+    Py_ssize_t turns = 0;
+    for (Py_ssize_t l = 0; l < lines; l++) {
+        PyObject *role = NULL;
+        Py_ssize_t body = turn_prefix_at(kind, data, start[l], end[l], terminators, &role);
+        if (body >= 0) {
+            roles[turns] = role, first[turns] = l, from[turns] = body, last[turns] = l;
+            turns++;
+        } else if (turns > 0) {
+            last[turns - 1] = l;
+        } else {
+            Py_ssize_t j = start[l];
+            while (j < end[l] && IS_WS(READ(j))) j++;
+            if (j < end[l]) {
+                roles[turns] = S_USER, first[turns] = l, from[turns] = start[l], last[turns] = l;
+                turns++;
+            }
+        }
+    }
+    for (Py_ssize_t t = 0; t < turns; t++) {
+        /* _join_body: the leading empty lines dropped (the last one always stays), then joined by \n. */
+        Py_ssize_t l = first[t], s = from[t];
+        while (l < last[t] && s == end[l]) {
+            l++;
+            s = start[l];
+        }
+        int rc;
+        if (l == last[t] || !has_cr) { /* one line, or lines still one \n apart in the text */
+            rc = append_turn(out, roles[t], text, s, end[last[t]]);
+        } else {
+            pieces = PyList_New(0);
+            rc = pieces == NULL ? -1 : append_slice(pieces, text, s, end[l]);
+            for (Py_ssize_t m = l + 1; rc == 0 && m <= last[t]; m++) rc = append_slice(pieces, text, start[m], end[m]);
+            PyObject *sep = rc == 0 ? PyUnicode_FromOrdinal('\n') : NULL;
+            PyObject *joined = sep == NULL ? NULL : PyUnicode_Join(sep, pieces);
+            Py_XDECREF(sep);
+            Py_CLEAR(pieces);
+            rc = joined == NULL ? -1 : append_turn(out, roles[t], joined, 0, PyUnicode_GET_LENGTH(joined));
+            Py_XDECREF(joined);
+        }
+        if (rc < 0) {
+            Py_CLEAR(out);
+            goto done;
+        }
+    }
+done:
+    PyMem_Free(start);
+    PyMem_Free(roles);
+    return out;
+}
+
+#undef READ
+#undef IS_WS
+
 /* class_table() -> bytes: the table's flags (SC_LU | SC_LL | SC_L | SC_N | SC_WS) of every code point
    0..0x10FFFF, for the test that compares them with ``regex``'s classes on every one. */
 static PyObject *class_table(PyObject *self, PyObject *unused) {
@@ -886,6 +1036,7 @@ static PyMethodDef methods[] = {
     {"configure_merge", configure_merge, METH_VARARGS,
      "configure_merge(WindowCandidate, max_candidates, max_weak): what merge() builds and keeps"},
     {"merge", (PyCFunction)(void (*)(void))merge, METH_FASTCALL, "merge(rows, kept) -> merge_window(rows, kept), or None"},
+    {"parse_window", parse_window, METH_O, "parse_window(text) -> window.parse_window(text) for a str, else None"},
     {"class_table", class_table, METH_NOARGS, "class_table() -> the Unicode class flags of every code point"},
     {NULL, NULL, 0, NULL},
 };
@@ -897,6 +1048,9 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__cscan(void) {
     init_ascii_flags();
+    if (S_USER == NULL && ((S_USER = PyUnicode_InternFromString("user")) == NULL
+                           || (S_ASSISTANT = PyUnicode_InternFromString("assistant")) == NULL))
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddStringConstant(m, "REGEX_VERSION", SC_REGEX_VERSION) < 0) {

@@ -27,12 +27,15 @@ ROLES: Final = ("user", "assistant")
 
 _c_merge: Callable[[list[Any], frozenset[str] | None], Any] | None
 _c_configure_merge: Callable[[type, int, int], None] | None
-try:  # the optional C scanner (pipeline/core/_cscan.c) also merges windows; see merge_window
+_c_parse: Callable[[str], list[tuple[str, str]]] | None
+try:  # the optional C scanner (pipeline/core/_cscan.c) also parses and merges windows
     from pipeline.core._cscan import configure_merge as _c_configure_merge
     from pipeline.core._cscan import merge as _c_merge
-except ImportError:  # not built, or the pure build: the Python merge answers, same results
+    from pipeline.core._cscan import parse_window as _c_parse
+except ImportError:  # not built, or the pure build: the Python steps answer, same results
     _c_merge = None
     _c_configure_merge = None
+    _c_parse = None
 _T = TypeVar("_T")
 
 
@@ -92,8 +95,19 @@ def _split_lines(text: str) -> list[str]:
 
 
 def parse_window(text: object) -> list[tuple[str, str]]:
-    """``role: text`` lines -> ``[(role, text)]`` oldest first; unprefixed lines continue a turn."""
-    if not isinstance(text, str) or not text.strip(JS_WHITESPACE):
+    """``role: text`` lines -> ``[(role, text)]`` oldest first; unprefixed lines continue a turn.
+
+    The C scanner's ``parse_window`` takes these steps on the characters where it is built."""
+    if not isinstance(text, str):
+        return []
+    if _c_parse is not None:
+        return _c_parse(text)
+    return _parse_window_python(text)
+
+
+def _parse_window_python(text: str) -> list[tuple[str, str]]:
+    """:func:`parse_window` of a str in Python steps."""
+    if not text.strip(JS_WHITESPACE):
         return []
     turns: list[tuple[str, list[str]]] = []  # (role, lines of the turn)
     current: list[str] | None = None

@@ -205,3 +205,18 @@ def test_the_c_merge_leaves_other_shapes_to_python() -> None:
     assert cscan.merge([("user", tuple(cands))], None) is None
     assert cscan.merge([], None) is None
     assert merge_window([("user", tuple(cands))]) == merge_window([("user", cands)])
+
+
+WINDOW_PIECES = st.sampled_from(["user", "USER", "uSeR", "assistant", "ASSISTANT", "Assist", "u\u017fer", "\u212aser", ":",
+                                 " ", "\t", "\r", "\n", "\r\n", "\u2028", "\u2029", "\u00a0", "\u3000", "\ufeff", "x", "é",
+                                 "ok", "Jordan Lee", "東京", "\U0001d400"])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(text=st.lists(WINDOW_PIECES, max_size=24).map("".join))
+@example(text="user: a\r\n\r\n  b\r\nassistant:\r\nc\r")
+@example(text="\n\nhello\nuser:\n\nx\n")
+def test_the_c_parse_answers_like_the_python_parse(text: str) -> None:
+    from pipeline.core.window import _parse_window_python
+
+    assert cscan.parse_window(text) == _parse_window_python(text)
