@@ -31,6 +31,8 @@
 #define F_HANDLE 0x0400   /* [A-Za-z0-9_] */
 #define F_CJK 0x0800      /* U+4E00-9FFF, U+3040-30FF, U+AC00-D7AF */
 #define F_SENT_END 0x1000 /* one of . ! ? : ; \n \r U+2022 - ( [ " U+201C */
+#define F_HIRA 0x2000     /* U+3040-309F: hiragana */
+#define F_CJK_PLAIN 0x4000 /* a CJK character whose n-grams are their own norm: see cjk_plain() */
 
 #define CAP_CHAR (SC_L | F_DIGIT | F_APOS | F_HYPHEN)          /* [\p{L}0-9'’\-] */
 #define WEAK_RUN (SC_L | SC_N | F_APOS | F_HYPHEN | F_AT)      /* [\p{L}\p{N}'’@-] */
@@ -54,12 +56,31 @@ static void init_ascii_flags(void) {
     }
 }
 
+/* A character of the CJK ranges that is printable, caseless, in NFKC in any context (quick check
+   Yes: no decomposition, combining class 0, never composed with a character before it): a text of
+   such characters is its own ``normalize_alias`` (``normalize.is_plain``). Not so: the unassigned
+   U+3040, U+3097-3098, U+D7A4-D7AF (not printable), the combining voiced marks U+3099-309A, and
+   U+309B-309C, U+309F, U+30FF (compatibility decompositions). ``tests/unit/core/test_cscan.py``
+   checks every character this accepts against ``unicodedata``. */
+static inline int cjk_plain(Py_UCS4 c) {
+    if (c >= 0x4E00 && c <= 0x9FFF) return 1;
+    if (c >= 0xAC00 && c <= 0xD7A3) return 1;
+    if (c >= 0x3041 && c <= 0x3096) return 1;
+    if (c >= 0x309D && c <= 0x309E) return 1;
+    if (c >= 0x30A0 && c <= 0x30FE) return 1;
+    return 0;
+}
+
 static inline uint16_t classify(Py_UCS4 c) {
     if (c < 128) return ascii_flags[c];
     uint16_t f = sc_stage2[((Py_ssize_t)sc_stage1[c >> SC_BLOCK_SHIFT] << SC_BLOCK_SHIFT) | (c & SC_BLOCK_MASK)];
     if (c == 0x2019) f |= F_APOS;
     else if (c == 0x2022 || c == 0x201C) f |= F_SENT_END;
-    else if ((c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3040 && c <= 0x30FF) || (c >= 0xAC00 && c <= 0xD7AF)) f |= F_CJK;
+    else if ((c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3040 && c <= 0x30FF) || (c >= 0xAC00 && c <= 0xD7AF)) {
+        f |= F_CJK;
+        if (c <= 0x309F && c >= 0x3040) f |= F_HIRA;
+        if (cjk_plain(c)) f |= F_CJK_PLAIN;
+    }
     return f;
 }
 
@@ -407,19 +428,19 @@ static struct {
     PyObject *surface_cache, *handle_cache, *weak_cache; /* dict */
     Py_ssize_t cache_max;
     PyObject *stopwords, *common_words;                   /* frozenset */
-    PyObject *sighting, *surface, *weak, *cjk_grams;     /* callables of extract.py */
+    PyObject *sighting, *surface, *weak, *normalize;     /* callables of extract.py */
     PyObject *not_weak, *at;                             /* _NOT_WEAK, "@" */
-    Py_ssize_t max_candidates, max_weak;
+    Py_ssize_t max_candidates, max_weak, max_cjk;
     int ready;
 } X;
 
 static PyObject *configure(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *sc, *hc, *wc, *stop, *common, *sighting, *surface, *weak, *cjk, *not_weak;
-    Py_ssize_t cache_max, max_candidates, max_weak;
-    if (!PyArg_ParseTuple(args, "O!O!O!nO!O!OOOOOnn", &PyDict_Type, &sc, &PyDict_Type, &hc, &PyDict_Type, &wc,
+    Py_ssize_t cache_max, max_candidates, max_weak, max_cjk;
+    if (!PyArg_ParseTuple(args, "O!O!O!nO!O!OOOOOnnn", &PyDict_Type, &sc, &PyDict_Type, &hc, &PyDict_Type, &wc,
                           &cache_max, &PyFrozenSet_Type, &stop, &PyFrozenSet_Type, &common, &sighting, &surface, &weak,
-                          &cjk, &not_weak, &max_candidates, &max_weak))
+                          &cjk, &not_weak, &max_candidates, &max_weak, &max_cjk))
         return NULL;
     PyObject *at = PyUnicode_FromString("@");
     if (at == NULL) return NULL;
@@ -427,13 +448,13 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++) Py_INCREF(keep[k]);
     if (X.ready) {
         PyObject *old[] = {X.surface_cache, X.handle_cache, X.weak_cache, X.stopwords, X.common_words, X.sighting,
-                           X.surface, X.weak, X.cjk_grams, X.not_weak, X.at};
+                           X.surface, X.weak, X.normalize, X.not_weak, X.at};
         for (size_t k = 0; k < sizeof old / sizeof old[0]; k++) Py_DECREF(old[k]);
     }
     X.surface_cache = sc, X.handle_cache = hc, X.weak_cache = wc, X.cache_max = cache_max;
     X.stopwords = stop, X.common_words = common, X.sighting = sighting, X.surface = surface, X.weak = weak;
-    X.cjk_grams = cjk, X.not_weak = not_weak, X.at = at;
-    X.max_candidates = max_candidates, X.max_weak = max_weak, X.ready = 1;
+    X.normalize = cjk, X.not_weak = not_weak, X.at = at;
+    X.max_candidates = max_candidates, X.max_weak = max_weak, X.max_cjk = max_cjk, X.ready = 1;
     Py_RETURN_NONE;
 }
 
@@ -504,6 +525,67 @@ static PyObject *norm_of(PyObject *item, Py_ssize_t size) {
 static int sight(PyObject *first, PyObject *mid, PyObject *norm, PyObject *sighting, int mid_too) {
     if (PyDict_SetDefault(first, norm, sighting) == NULL) return -1;
     return mid_too ? PySet_Add(mid, norm) : 0;
+}
+
+/* One n-gram [s, e) of a CJK run (``_cjk_run_grams``): 1 when the cap is reached, 0 done, -1 error. */
+static int cjk_gram(PyObject *text, const uint16_t *f, Py_ssize_t s, Py_ssize_t e, PyObject *out, PyObject *strong,
+                    PyObject *weak_seen, Py_ssize_t *count) {
+    if (*count >= X.max_cjk) return 1;
+    int hiragana = 1, plain = 1;
+    for (Py_ssize_t i = s; i < e; i++) {
+        hiragana &= (f[i] & F_HIRA) != 0;
+        plain &= (f[i] & F_CJK_PLAIN) != 0;
+    }
+    if (hiragana) return 0; /* no pure-hiragana gram */
+    PyObject *gram = PyUnicode_Substring(text, s, e);
+    if (gram == NULL) return -1;
+    PyObject *norm = plain ? (Py_INCREF(gram), gram) : PyObject_CallOneArg(X.normalize, gram);
+    int rc = norm == NULL ? -1 : 0;
+    if (rc == 0 && !PyUnicode_Check(norm)) {
+        PyErr_SetString(PyExc_TypeError, "normalize_alias did not return a str");
+        rc = -1;
+    }
+    if (rc == 0 && PyUnicode_GET_LENGTH(norm)) {
+        int in = PySet_Contains(strong, norm);
+        if (in == 0) in = PySet_Contains(weak_seen, norm);
+        if (in < 0) rc = -1;
+        else if (!in) {
+            PyObject *cand = PyTuple_Pack(4, gram, gram, norm, Py_True);
+            rc = cand == NULL || PySet_Add(weak_seen, norm) < 0 || PyList_Append(out, cand) < 0 ? -1 : 0;
+            Py_XDECREF(cand);
+            (*count)++;
+        }
+    }
+    Py_DECREF(gram);
+    Py_XDECREF(norm);
+    return rc;
+}
+
+/* ``_cjk_run_grams`` of the text's CJK runs of 2 characters or more: a run of up to 4 whole, else
+   its 4-, 3- and 2-grams per start; at most max_cjk new norms. */
+static int cjk_grams(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObject *out, PyObject *strong,
+                     PyObject *weak_seen) {
+    Py_ssize_t count = 0, i = 0;
+    while (i < n) {
+        if (!(f[i] & F_CJK)) {
+            i++;
+            continue;
+        }
+        Py_ssize_t j = i + 1;
+        while (j < n && (f[j] & F_CJK)) j++;
+        Py_ssize_t len = j - i;
+        int rc = 0;
+        if (len >= 2 && len <= 4) {
+            rc = cjk_gram(text, f, i, j, out, strong, weak_seen, &count);
+        } else if (len > 4) {
+            for (Py_ssize_t a = 0; rc == 0 && a < len - 1; a++)
+                for (Py_ssize_t m = 4; rc == 0 && m >= 2; m--)
+                    if (a + m <= len) rc = cjk_gram(text, f, i + a, i + a + m, out, strong, weak_seen, &count);
+        }
+        if (rc != 0) return rc < 0 ? -1 : 0;
+        i = j;
+    }
+    return 0;
 }
 
 static PyObject *extract(PyObject *self, PyObject *text) {
@@ -605,14 +687,7 @@ static PyObject *extract(PyObject *self, PyObject *text) {
         }
     }
 
-    if (seen & F_CJK) { /* the CJK n-grams: extract._cjk_run_grams on the runs of 2 or more */
-        if ((found = PyList_New(0)) == NULL || find_cjk_runs(text, f, n, found) < 0) goto done;
-        if (PyList_GET_SIZE(found)) {
-            PyObject *none = PyObject_CallFunctionObjArgs(X.cjk_grams, found, out, strong, weak_seen, NULL);
-            if (none == NULL) goto done;
-            Py_DECREF(none);
-        }
-    }
+    if ((seen & F_CJK) && cjk_grams(text, f, n, out, strong, weak_seen) < 0) goto done;
     result = out;
     out = NULL;
 done:
@@ -1025,18 +1100,30 @@ static PyObject *class_table(PyObject *self, PyObject *unused) {
     return out;
 }
 
+/* cjk_plain_table() -> bytes: cjk_plain() of every code point 0..0xFFFF, for its test. */
+static PyObject *cjk_plain_table(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 0x10000);
+    if (out == NULL) return NULL;
+    char *bytes = PyBytes_AS_STRING(out);
+    for (Py_UCS4 c = 0; c < 0x10000; c++) bytes[c] = (char)((classify(c) & F_CJK_PLAIN) != 0);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_O, "scan(text) -> (handles, runs, run_starts, weak_tokens, cjk_runs)"},
     {"ascii_surface", (PyCFunction)(void (*)(void))ascii_surface, METH_FASTCALL,
      "ascii_surface(surface, stopwords, common_words) -> extract._surface(surface), or None"},
     {"configure", configure, METH_VARARGS,
      "configure(surface_cache, handle_cache, weak_cache, cache_max, stopwords, common_words, sighting, surface, "
-     "weak, cjk_grams, not_weak, max_candidates, max_weak): extract.py's caches and functions, for extract()"},
+     "weak, normalize, not_weak, max_candidates, max_weak, max_cjk): extract.py's caches and functions, for extract()"},
     {"extract", extract, METH_O, "extract(text) -> extract._extract_scanned(text, scan(text))"},
     {"configure_merge", configure_merge, METH_VARARGS,
      "configure_merge(WindowCandidate, max_candidates, max_weak): what merge() builds and keeps"},
     {"merge", (PyCFunction)(void (*)(void))merge, METH_FASTCALL, "merge(rows, kept) -> merge_window(rows, kept), or None"},
     {"parse_window", parse_window, METH_O, "parse_window(text) -> window.parse_window(text) for a str, else None"},
+    {"cjk_plain_table", cjk_plain_table, METH_NOARGS, "cjk_plain_table() -> which BMP characters are plain CJK"},
     {"class_table", class_table, METH_NOARGS, "class_table() -> the Unicode class flags of every code point"},
     {NULL, NULL, 0, NULL},
 };

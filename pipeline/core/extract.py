@@ -233,10 +233,11 @@ def run_tokens(surface: str) -> list[str]:
     """``_WS_SPLIT_RE.split(surface)`` for a capitalised run (a match of the run patterns).
 
     A run starts and ends with a token, so splitting it at whitespace leaves no empty piece; in
-    printable ASCII the only whitespace is the space, where ``str.split`` cuts exactly as the
-    JS-whitespace regex does (that regex split was a third of a first sighting's cost).
-    ``tests/unit/core/test_properties.py`` compares the two on runs."""
-    if surface.isascii() and surface.isprintable():
+    printable text the only whitespace, JS's or Python's, is the space (every other whitespace
+    character is not printable), where ``str.split`` cuts exactly as the JS-whitespace regex does
+    (that regex split was a third of a first sighting's cost). ``tests/unit/core/test_properties.py``
+    compares the two on runs, and checks that claim on every code point."""
+    if surface.isprintable():
         return surface.split()
     return _WS_SPLIT_RE.split(surface)
 
@@ -555,4 +556,5 @@ def _cjk_run_grams(runs: list[str], out: list[Candidate], strong_norms: set[str]
 
 if _c_configure is not None:  # the C extract reads and fills this module's caches, calls its functions
     _c_configure(_surface_cache, _handle_cache, _weak_cache, _CACHE_MAX, STOPWORDS, COMMON_WORDS, _sighting,
-                 _surface_python, _weak, _cjk_run_grams, _NOT_WEAK, MAX_CANDIDATES, MAX_WEAK_CANDIDATES)
+                 _surface_python, _weak, normalize_alias, _NOT_WEAK, MAX_CANDIDATES, MAX_WEAK_CANDIDATES,
+                 MAX_CJK_WEAK_CANDIDATES)

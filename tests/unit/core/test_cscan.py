@@ -220,3 +220,49 @@ def test_the_c_parse_answers_like_the_python_parse(text: str) -> None:
     from pipeline.core.window import _parse_window_python
 
     assert cscan.parse_window(text) == _parse_window_python(text)
+
+
+def _second_of_a_composition() -> set[str]:
+    """Every character that canonical composition may join to the one before it: the second of each
+    two-character canonical decomposition, and the Hangul vowel and trailing jamo."""
+    import unicodedata
+
+    out = {chr(cp) for cp in range(0x1161, 0x1176)} | {chr(cp) for cp in range(0x11A8, 0x11C3)}
+    for cp in range(0x110000):
+        parts = unicodedata.decomposition(chr(cp)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            out.add(chr(int(parts[1], 16)))
+    return out
+
+
+def test_every_plain_cjk_character_is_its_own_norm_in_any_context() -> None:
+    """What lets the C extract take a CJK n-gram of plain characters as its own norm: each is
+    printable and caseless, in NFKC, of combining class 0 and never composed with a character before
+    it, so a text of them is in NFKC and ``normalize.is_plain``."""
+    import unicodedata
+
+    from pipeline.core.normalize import normalize_alias
+
+    table = cscan.cjk_plain_table()
+    seconds = _second_of_a_composition()
+    plain = [chr(cp) for cp in range(0x10000) if table[cp]]
+    assert len(plain) > 30_000
+    for ch in plain:
+        assert ex._CJK_RUN_RE.fullmatch(ch), hex(ord(ch))
+        assert ch.isprintable() and ch.lower() == ch and unicodedata.combining(ch) == 0, hex(ord(ch))
+        assert unicodedata.is_normalized("NFKC", ch) and ch not in seconds, hex(ord(ch))
+        assert normalize_alias(ch) == ch
+
+
+CJK_TEXT = st.lists(st.sampled_from(["東京", "会議", "さくら", "ロボティクス", "の", "は", "서울", "한국어", "ー", "\u3099",
+                                     "\u309b", "\u309f", "\u30ff", "\ud7a4", "\u3040", "か", "a", " ", "Ab", "ｶ"]),
+                    min_size=1, max_size=30).map("".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=CJK_TEXT)
+@example(text="東京都庁" * 10)
+def test_the_c_cjk_grams_are_those_of_python(text: str) -> None:
+    for cache in (ex._surface_cache, ex._handle_cache, ex._weak_cache, ex._word_cache):
+        cache.clear()
+    assert cscan.extract(text) == ex._extract_python(text)

@@ -383,6 +383,17 @@ def test_a_run_splits_into_the_tokens_of_the_whitespace_regex(text: str) -> None
         assert ex.run_tokens(run) == ex._WS_SPLIT_RE.split(run)
 
 
+def test_no_printable_character_but_the_space_is_whitespace() -> None:
+    """What lets ``run_tokens`` split a printable run with ``str.split``: on every code point, a
+    printable character other than the space is neither JS whitespace nor Python's."""
+    from pipeline.core import extract as ex
+
+    for cp in range(0x110000):
+        ch = chr(cp)
+        if ch.isprintable() and ch != " ":
+            assert ex._HAS_WS_RE.match(ch) is None and ("a" + ch + "b").split() == ["a" + ch + "b"], hex(cp)
+
+
 WINDOWS = st.lists(st.lists(TURN, min_size=1, max_size=4), min_size=1, max_size=6)
 
 
