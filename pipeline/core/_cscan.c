@@ -113,8 +113,9 @@ static int append_slice(PyObject *list, PyObject *text, Py_ssize_t start, Py_ssi
     return rc;
 }
 
-static int find_handles(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObject *out) {
-    Py_ssize_t i = 0;
+/* The next @handle from *pos on: 1 and its bounds (without the @), *pos after it; 0 when none. */
+static int next_handle(const uint16_t *f, Py_ssize_t n, Py_ssize_t *pos, Py_ssize_t *start, Py_ssize_t *end) {
+    Py_ssize_t i = *pos;
     while (i < n) {
         if (!(f[i] & F_AT)) {
             i++;
@@ -123,32 +124,48 @@ static int find_handles(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObjec
         Py_ssize_t j = i + 1;
         while (j < n && (f[j] & F_HANDLE)) j++;
         if (j - (i + 1) >= 2) {
-            if (append_slice(out, text, i + 1, j) < 0) return -1;
-            i = j;
-        } else {
-            i++;
+            *start = i + 1;
+            *end = *pos = j;
+            return 1;
         }
+        i++;
     }
+    *pos = n;
     return 0;
 }
 
+static int find_handles(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObject *out) {
+    Py_ssize_t pos = 0, start, end;
+    while (next_handle(f, n, &pos, &start, &end))
+        if (append_slice(out, text, start, end) < 0) return -1;
+    return 0;
+}
+
+/* The next capitalised run from *pos on: 1 and its bounds, *pos after it; 0 when none. */
+static int next_cap_run(const uint16_t *f, Py_ssize_t n, Py_ssize_t *pos, Py_ssize_t *start, Py_ssize_t *end) {
+    Py_ssize_t i = *pos;
+    while (i < n && !(f[i] & SC_LU)) i++;
+    if (i >= n) {
+        *pos = n;
+        return 0;
+    }
+    Py_ssize_t e = cap_token_end(f, n, i);
+    for (int tokens = 1; tokens < CAP_TOKENS_MAX; tokens++) {
+        Py_ssize_t j = e;
+        while (j < n && (f[j] & SC_WS)) j++;
+        if (j == e || j >= n || !(f[j] & SC_LU)) break;
+        e = cap_token_end(f, n, j);
+    }
+    *start = i;
+    *end = *pos = e;
+    return 1;
+}
+
 static int find_cap_runs(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObject *runs, PyObject *starts) {
-    Py_ssize_t i = 0;
-    while (i < n) {
-        if (!(f[i] & SC_LU)) {
-            i++;
-            continue;
-        }
-        Py_ssize_t end = cap_token_end(f, n, i);
-        for (int tokens = 1; tokens < CAP_TOKENS_MAX; tokens++) {
-            Py_ssize_t j = end;
-            while (j < n && (f[j] & SC_WS)) j++;
-            if (j == end || j >= n || !(f[j] & SC_LU)) break;
-            end = cap_token_end(f, n, j);
-        }
-        if (append_slice(runs, text, i, end) < 0) return -1;
-        if (PyList_Append(starts, at_sentence_start(f, i) ? Py_True : Py_False) < 0) return -1;
-        i = end;
+    Py_ssize_t pos = 0, start, end;
+    while (next_cap_run(f, n, &pos, &start, &end)) {
+        if (append_slice(runs, text, start, end) < 0) return -1;
+        if (PyList_Append(starts, at_sentence_start(f, start) ? Py_True : Py_False) < 0) return -1;
     }
     return 0;
 }
@@ -605,44 +622,44 @@ static PyObject *extract(PyObject *self, PyObject *text) {
     if (f == NULL) return PyErr_NoMemory();
     uint16_t seen = classify_text(text, f);
     PyObject *first = PyDict_New(), *mid = PySet_New(NULL), *out = PyList_New(0), *strong = PySet_New(NULL);
-    PyObject *weak_seen = PySet_New(NULL), *found = NULL, *runs = NULL, *starts = NULL, *result = NULL;
+    PyObject *weak_seen = PySet_New(NULL), *result = NULL;
     if (first == NULL || mid == NULL || out == NULL || strong == NULL || weak_seen == NULL) goto done;
 
-    if (seen & F_AT) { /* the @handles: always mid-sentence */
-        if ((found = PyList_New(0)) == NULL || find_handles(text, f, n, found) < 0) goto done;
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(found); k++) {
-            PyObject *sighting = cached(X.handle_cache, PyList_GET_ITEM(found, k), make_handle);
-            if (sighting == NULL) goto done;
-            PyObject *norm = norm_of(sighting, 5);
-            int rc = norm == NULL ? -1 : PyUnicode_GET_LENGTH(norm) ? sight(first, mid, norm, sighting, 1) : 0;
-            Py_DECREF(sighting);
-            if (rc < 0) goto done;
-        }
-        Py_CLEAR(found);
+    Py_ssize_t at = 0, start, end;
+    while ((seen & F_AT) && next_handle(f, n, &at, &start, &end)) { /* the @handles: always mid-sentence */
+        PyObject *handle = PyUnicode_Substring(text, start, end);
+        if (handle == NULL) goto done;
+        PyObject *sighting = cached(X.handle_cache, handle, make_handle);
+        Py_DECREF(handle);
+        if (sighting == NULL) goto done;
+        PyObject *norm = norm_of(sighting, 5);
+        int rc = norm == NULL ? -1 : PyUnicode_GET_LENGTH(norm) ? sight(first, mid, norm, sighting, 1) : 0;
+        Py_DECREF(sighting);
+        if (rc < 0) goto done;
     }
-    if (seen & SC_LU) { /* the capitalised runs, and their remainders after leading stopwords */
-        if ((runs = PyList_New(0)) == NULL || (starts = PyList_New(0)) == NULL) goto done;
-        if (find_cap_runs(text, f, n, runs, starts) < 0) goto done;
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(runs); k++) {
-            PyObject *info = cached(X.surface_cache, PyList_GET_ITEM(runs, k), make_surface);
-            if (info == NULL) goto done;
-            int rc = -1;
-            if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 2) {
-                PyErr_SetString(PyExc_TypeError, "a cached surface is not a pair");
-            } else {
-                PyObject *run = PyTuple_GET_ITEM(info, 0), *trimmed = PyTuple_GET_ITEM(info, 1);
-                PyObject *norm = norm_of(run, 5);
-                rc = norm == NULL ? -1 : 0;
-                if (rc == 0 && PyUnicode_GET_LENGTH(norm))
-                    rc = sight(first, mid, norm, run, PyList_GET_ITEM(starts, k) == Py_False);
-                if (rc == 0 && trimmed != Py_None) {
-                    PyObject *tnorm = norm_of(trimmed, 5);
-                    rc = tnorm == NULL ? -1 : PyUnicode_GET_LENGTH(tnorm) ? sight(first, mid, tnorm, trimmed, 1) : 0;
-                }
+    at = 0;
+    while ((seen & SC_LU) && next_cap_run(f, n, &at, &start, &end)) { /* the runs, and their rests after stopwords */
+        PyObject *surface = PyUnicode_Substring(text, start, end);
+        if (surface == NULL) goto done;
+        PyObject *info = cached(X.surface_cache, surface, make_surface);
+        Py_DECREF(surface);
+        if (info == NULL) goto done;
+        int rc = -1;
+        if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a cached surface is not a pair");
+        } else {
+            PyObject *run = PyTuple_GET_ITEM(info, 0), *trimmed = PyTuple_GET_ITEM(info, 1);
+            PyObject *norm = norm_of(run, 5);
+            rc = norm == NULL ? -1 : 0;
+            if (rc == 0 && PyUnicode_GET_LENGTH(norm))
+                rc = sight(first, mid, norm, run, !at_sentence_start(f, start));
+            if (rc == 0 && trimmed != Py_None) {
+                PyObject *tnorm = norm_of(trimmed, 5);
+                rc = tnorm == NULL ? -1 : PyUnicode_GET_LENGTH(tnorm) ? sight(first, mid, tnorm, trimmed, 1) : 0;
             }
-            Py_DECREF(info);
-            if (rc < 0) goto done;
         }
+        Py_DECREF(info);
+        if (rc < 0) goto done;
     }
 
     /* The strong candidates: first-seen order, the drop classes filtered, at most max_candidates. */
@@ -662,7 +679,8 @@ static PyObject *extract(PyObject *self, PyObject *text) {
     }
 
     if (seen & SC_LL) { /* the weak words, up to max_weak new norms; no token is cut out after that */
-        Py_ssize_t at = 0, start, end, count = 0;
+        Py_ssize_t count = 0;
+        at = 0;
         while (count < X.max_weak && next_weak_token(f, n, &at, &start, &end)) {
             PyObject *token = PyUnicode_Substring(text, start, end);
             if (token == NULL) goto done;
@@ -696,9 +714,6 @@ done:
     Py_XDECREF(out);
     Py_XDECREF(strong);
     Py_XDECREF(weak_seen);
-    Py_XDECREF(found);
-    Py_XDECREF(runs);
-    Py_XDECREF(starts);
     if (f != stack) PyMem_Free(f);
     return result;
 }

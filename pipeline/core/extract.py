@@ -81,6 +81,8 @@ _CAP_TOKEN: Final = r"\p{Lu}[\p{L}0-9'’\-]*(?:\.\p{L}[\p{L}0-9'’\-]*)*"
 _CAP_RUN_RE: Final = regex.compile(f"{_CAP_TOKEN}(?:[{JS_WS}]+{_CAP_TOKEN}){{0,3}}")
 _WS_SPLIT_RE: Final = re.compile(f"[{JS_WS}]+")
 _HAS_WS_RE: Final = re.compile(f"[{JS_WS}]")
+_PY_ONLY_WS_ASCII_RE: Final = re.compile("[\x1c-\x1f]")
+"""The ASCII characters ``str.split`` cuts at and JS's ``\\s`` does not."""
 _STARTS_UPPER_RE: Final = regex.compile(r"\p{Lu}")
 _WEAK_TOKEN_RE: Final = regex.compile(r"(?<![\p{L}\p{N}'’@-])\p{Ll}[\p{L}\p{N}'’-]{2,}(?![\p{L}\p{N}'’-])")
 """The weak-token pattern; :func:`weak_tokens` finds its matches without the look-behind."""
@@ -236,8 +238,10 @@ def run_tokens(surface: str) -> list[str]:
     printable text the only whitespace, JS's or Python's, is the space (every other whitespace
     character is not printable), where ``str.split`` cuts exactly as the JS-whitespace regex does
     (that regex split was a third of a first sighting's cost). ``tests/unit/core/test_properties.py``
-    compares the two on runs, and checks that claim on every code point."""
-    if surface.isprintable():
+    compares the two on runs, and checks that claim on every code point. In ASCII the two kinds of
+    whitespace differ by U+001C..U+001F alone (Python's, not JS's): a run without them (one over
+    several lines) splits the same way too."""
+    if surface.isprintable() or (surface.isascii() and not _PY_ONLY_WS_ASCII_RE.search(surface)):
         return surface.split()
     return _WS_SPLIT_RE.split(surface)
 

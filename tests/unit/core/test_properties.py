@@ -371,6 +371,7 @@ def test_extraction_equals_the_straightforward_extraction(text: str) -> None:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=ASCII_TEXT | TEXT | WORDY_TEXT)
 @example(text="Alice\tBob  Carol\u00a0Dave\x1cEve Zoë Ann\ufeffLee")
+@example(text="Clarice\nCook Ann\x1dLee Bo\r\nCy Di\x0bEd")
 def test_a_run_splits_into_the_tokens_of_the_whitespace_regex(text: str) -> None:
     """``run_tokens`` (``str.split`` on printable ASCII runs) against the JS-whitespace regex split,
     on every run either run pattern finds."""
@@ -392,6 +393,8 @@ def test_no_printable_character_but_the_space_is_whitespace() -> None:
         ch = chr(cp)
         if ch.isprintable() and ch != " ":
             assert ex._HAS_WS_RE.match(ch) is None and ("a" + ch + "b").split() == ["a" + ch + "b"], hex(cp)
+        if cp < 128 and not 0x1C <= cp <= 0x1F:  # ASCII: the same whitespace for both, but U+001C..U+001F
+            assert (ex._HAS_WS_RE.match(ch) is not None) == (len(("a" + ch + "b").split()) == 2), hex(cp)
 
 
 WINDOWS = st.lists(st.lists(TURN, min_size=1, max_size=4), min_size=1, max_size=6)
