@@ -513,8 +513,44 @@ static PyObject *make_surface(PyObject *surface) {
     return PyObject_CallOneArg(X.surface, surface);
 }
 
+/* ``extract._weak(token) or _NOT_WEAK`` for an ASCII token of up to SIGHT_MAX characters whose norm
+   is its plain lowercase (no quote at its end once possessive-stripped); NULL with no error set for
+   any other token (the caller then asks ``_weak``). A weak token is letters, digits, ' and -,
+   starting with a lowercase letter: printable, nothing to trim at its start. */
+static PyObject *ascii_weak(PyObject *token) {
+    if (!PyUnicode_IS_ASCII(token) || PyUnicode_GET_LENGTH(token) > SIGHT_MAX) return NULL;
+    const char *s = (const char *)PyUnicode_1BYTE_DATA(token);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(token), n = strip_possessive_len(s, len);
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (s[i] < 0x21 || s[i] > 0x7e) return NULL; /* printable, and no space: no "  " either */
+    if (n < 3) { /* utf16_len(raw) < 3 */
+        Py_INCREF(X.not_weak);
+        return X.not_weak;
+    }
+    if (strchr("\"'`[(", s[0]) != NULL || strchr("\"'`])", s[n - 1]) != NULL) return NULL;
+    char buf[SIGHT_MAX];
+    for (Py_ssize_t i = 0; i < n; i++) buf[i] = (s[i] >= 'A' && s[i] <= 'Z') ? (char)(s[i] + 32) : s[i];
+    PyObject *norm = ascii_str(buf, n);
+    if (norm == NULL) return NULL;
+    int skip = PySet_Contains(X.stopwords, norm);
+    if (skip == 0) skip = PySet_Contains(X.common_words, norm);
+    if (skip != 0) {
+        Py_DECREF(norm);
+        if (skip < 0) return NULL;
+        Py_INCREF(X.not_weak);
+        return X.not_weak;
+    }
+    PyObject *raw = n == len ? (Py_INCREF(token), token) : ascii_str(s, n);
+    PyObject *out = raw == NULL ? NULL : PyTuple_Pack(4, raw, raw, norm, Py_True);
+    Py_XDECREF(raw);
+    Py_DECREF(norm);
+    return out;
+}
+
 static PyObject *make_weak(PyObject *token) {
-    PyObject *out = PyObject_CallOneArg(X.weak, token);
+    PyObject *out = ascii_weak(token);
+    if (out != NULL || PyErr_Occurred()) return out;
+    out = PyObject_CallOneArg(X.weak, token);
     if (out == Py_None) {
         Py_DECREF(out);
         Py_INCREF(X.not_weak);

@@ -104,8 +104,11 @@ def test_candidates_through_the_scanner_are_those_through_the_patterns(text: str
 
 
 WORDY = st.lists(st.sampled_from(["alpha", "beta", "gamma's", "x-ray", "the", "and", "Jordan", "Lee", "@jordan_lee",
-                                  "Monday", "東京都庁", "さくら", "über", "ok", "state-of-the-art", "a@bc", "d@@ef"])
-                 | st.text(alphabet="abcdefghij", min_size=3, max_size=6), min_size=20, max_size=90).map(" ".join)
+                                  "Monday", "東京都庁", "さくら", "über", "ok", "state-of-the-art", "a@bc", "d@@ef",
+                                  "abc''", "ab's", "it's", "don't", "thanks", "monday's", "x'", "abC'S", "q-'", "mIxEd"])
+                 | st.text(alphabet="abcdefghij", min_size=3, max_size=6)
+                 | st.text(alphabet="abAB'-s", min_size=1, max_size=6).map(lambda w: "a" + w), min_size=20,
+                 max_size=90).map(" ".join)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
