@@ -328,6 +328,10 @@ static PyObject *ascii_sighting(PyObject *whole, const char *s, Py_ssize_t n, Py
         }
     }
     if (qn > 0 && (double_space || strchr(" \"'`[(", q[0]) != NULL || strchr(" \"'`])", q[qn - 1]) != NULL)) return NULL;
+    /* The norm is the query's lowercase, which is also what the stopword sets are asked about. */
+    for (Py_ssize_t i = 0; i < qn; i++) buf[i] = (q[i] >= 'A' && q[i] <= 'Z') ? (char)(q[i] + 32) : q[i];
+    PyObject *norm = ascii_str(buf, qn);
+    if (norm == NULL) return NULL;
     int klass = KEEP;
     if (!has_space) {
         int drop = qn < 2 || (q[0] >= '0' && q[0] <= '9');
@@ -336,22 +340,19 @@ static PyObject *ascii_sighting(PyObject *whole, const char *s, Py_ssize_t n, Py
                 if (!((q[i] >= '0' && q[i] <= '9') || q[i] == '.' || q[i] == ',')) drop = 0;
         }
         if (!drop) {
-            int stop = lower_in(q, qn, stopwords, buf);
-            if (stop < 0) return NULL;
-            if (stop) {
-                drop = 1;
-            } else {
-                int soft = lower_in(q, qn, common, buf);
-                if (soft < 0) return NULL;
-                klass = soft ? KEEP_IF_MID : KEEP;
+            int stop = PySet_Contains(stopwords, norm);
+            int soft = stop == 0 ? PySet_Contains(common, norm) : 0;
+            if (stop < 0 || soft < 0) {
+                Py_DECREF(norm);
+                return NULL;
             }
+            if (stop) drop = 1;
+            else klass = soft ? KEEP_IF_MID : KEEP;
         }
         if (drop) klass = DROP;
     }
     PyObject *display = (a == 0 && b == n) ? (Py_INCREF(whole), whole) : ascii_str(s + a, b - a);
     PyObject *query = (a == 0 && qn == n) ? (Py_INCREF(whole), whole) : ascii_str(q, qn);
-    for (Py_ssize_t i = 0; i < qn; i++) buf[i] = (q[i] >= 'A' && q[i] <= 'Z') ? (char)(q[i] + 32) : q[i];
-    PyObject *norm = ascii_str(buf, qn);
     PyObject *kl = PyLong_FromLong(klass);
     PyObject *cand = NULL, *out = NULL;
     if (display != NULL && query != NULL && norm != NULL && kl != NULL) {
