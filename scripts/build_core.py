@@ -178,11 +178,17 @@ run_lines(["user: Did Galewright reply?", "assistant: not yet"], brain, options=
 
 C_SMOKE = """
 import pipeline.corebuild as c
-from pipeline.core import extract
+from pipeline.core import extract, window
 assert c.core_build() == "compiled (mypyc + C scanner)", c.core_build()
-for text in ["", "ping @jordan_lee and Jordan Lee. Zoë's café?", "会議は東京で 서울 ＡＢＣ", "a\\u2028Bob\\ufeffCarol x-ray"]:
+texts = ["", "ping @jordan_lee and Jordan Lee. Zoë's café?", "会議は東京で 서울 ＡＢＣ", "a\\u2028Bob\\ufeffCarol x-ray"]
+for text in texts:
     assert extract._c_scan(text) == extract.scan_text(text), text
     assert extract._extract(text) == extract._extract_python(text), text
+lines = "user: " + "\\nassistant: ".join(texts) + "\\r\\n  more\\nUSER : Ann Lee"
+turns = window.parse_window(lines)
+assert turns == window._parse_window_python(lines), lines
+rows = [(role, extract.extract_candidates(text)) for role, text in turns]
+assert window.merge_window(rows) == window._merge_python(rows, None)
 """
 
 

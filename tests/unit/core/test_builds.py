@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,3 +93,39 @@ def test_the_pure_build_never_imports_the_c_scanner() -> None:
     probe = "from pipeline.core import extract; print(extract.C_SCANNER)"
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _build_core_module() -> object:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_core_under_test", ROOT / "scripts" / "build_core.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("failure", ["build", "smoke"])
+def test_a_c_scanner_that_fails_is_removed_with_a_one_line_note(
+    failure: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The C part is optional: a failed build or smoke test leaves no extension behind (the patterns
+    and the Python steps then answer), and says so in one line."""
+    build_core: Any = _build_core_module()
+    built = tmp_path / "_cscan.so"
+
+    def fake_build() -> bool:
+        built.write_bytes(b"")
+        if failure == "build":
+            raise RuntimeError("no compiler after all")
+        return True
+
+    monkeypatch.setattr(build_core, "c_scanner_file", lambda: built)
+    monkeypatch.setattr(build_core, "build_c_scanner", fake_build)
+    monkeypatch.setattr(build_core, "smoke_test", lambda code, what: failure != "smoke")
+    build_core.add_c_scanner()
+    assert not built.exists()
+    notes = capsys.readouterr().err.strip().splitlines()
+    assert notes[0].startswith("build_core: compiling the C scanner")
+    if failure == "build":
+        assert len(notes) == 2 and "the patterns scan instead" in notes[1], notes
