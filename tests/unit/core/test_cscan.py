@@ -269,3 +269,22 @@ def test_the_c_cjk_grams_are_those_of_python(text: str) -> None:
     for cache in (ex._surface_cache, ex._handle_cache, ex._weak_cache, ex._word_cache):
         cache.clear()
     assert cscan.extract(text) == ex._extract_python(text)
+
+
+def test_the_tuples_the_c_scanner_builds_of_atoms_are_not_tracked_by_the_garbage_collector() -> None:
+    """Candidates, sightings, window candidates and turns hold strs, bools, ints and such tuples only:
+    no cycle can run through them, so they are built untracked (what CPython's collector would decide
+    on its first visit of each)."""
+    import gc
+
+    from pipeline.core.window import merge_window, parse_window
+
+    for cache in (ex._surface_cache, ex._handle_cache, ex._weak_cache):
+        cache.clear()
+    turns = parse_window("user: ping Jordan Lee about the migration\nassistant: 東京の会議 with Ann Lee's team")
+    assert turns and not any(gc.is_tracked(turn) for turn in turns)
+    rows = [(role, ex.extract_candidates(text)) for role, text in turns]
+    assert all(cands and not any(gc.is_tracked(c) for c in cands) for _, cands in rows)
+    assert not any(gc.is_tracked(entry) for info in ex._surface_cache.values() for entry in (info, info[0]))
+    merged = merge_window(rows)
+    assert merged and not any(gc.is_tracked(c) for c in merged)
