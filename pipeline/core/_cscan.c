@@ -591,8 +591,8 @@ static int sight(PyObject *first, PyObject *mid, PyObject *norm, PyObject *sight
 }
 
 /* One n-gram [s, e) of a CJK run (``_cjk_run_grams``): 1 when the cap is reached, 0 done, -1 error. */
-static int cjk_gram(PyObject *text, const uint16_t *f, Py_ssize_t s, Py_ssize_t e, PyObject *out, PyObject *strong,
-                    PyObject *weak_seen, Py_ssize_t *count) {
+static int cjk_gram(PyObject *text, const uint16_t *f, Py_ssize_t s, Py_ssize_t e, PyObject *out, PyObject *taken,
+                    Py_ssize_t *count) {
     if (*count >= X.max_cjk) return 1;
     int hiragana = 1, plain = 1;
     for (Py_ssize_t i = s; i < e; i++) {
@@ -609,12 +609,11 @@ static int cjk_gram(PyObject *text, const uint16_t *f, Py_ssize_t s, Py_ssize_t 
         rc = -1;
     }
     if (rc == 0 && PyUnicode_GET_LENGTH(norm)) {
-        int in = PySet_Contains(strong, norm);
-        if (in == 0) in = PySet_Contains(weak_seen, norm);
+        int in = PySet_Contains(taken, norm);
         if (in < 0) rc = -1;
         else if (!in) {
             PyObject *cand = atomic(PyTuple_Pack(4, gram, gram, norm, Py_True));
-            rc = cand == NULL || PySet_Add(weak_seen, norm) < 0 || PyList_Append(out, cand) < 0 ? -1 : 0;
+            rc = cand == NULL || PySet_Add(taken, norm) < 0 || PyList_Append(out, cand) < 0 ? -1 : 0;
             Py_XDECREF(cand);
             (*count)++;
         }
@@ -626,8 +625,7 @@ static int cjk_gram(PyObject *text, const uint16_t *f, Py_ssize_t s, Py_ssize_t 
 
 /* ``_cjk_run_grams`` of the text's CJK runs of 2 characters or more: a run of up to 4 whole, else
    its 4-, 3- and 2-grams per start; at most max_cjk new norms. */
-static int cjk_grams(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObject *out, PyObject *strong,
-                     PyObject *weak_seen) {
+static int cjk_grams(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObject *out, PyObject *taken) {
     Py_ssize_t count = 0, i = 0;
     while (i < n) {
         if (!(f[i] & F_CJK)) {
@@ -639,11 +637,11 @@ static int cjk_grams(PyObject *text, const uint16_t *f, Py_ssize_t n, PyObject *
         Py_ssize_t len = j - i;
         int rc = 0;
         if (len >= 2 && len <= 4) {
-            rc = cjk_gram(text, f, i, j, out, strong, weak_seen, &count);
+            rc = cjk_gram(text, f, i, j, out, taken, &count);
         } else if (len > 4) {
             for (Py_ssize_t a = 0; rc == 0 && a < len - 1; a++)
                 for (Py_ssize_t m = 4; rc == 0 && m >= 2; m--)
-                    if (a + m <= len) rc = cjk_gram(text, f, i + a, i + a + m, out, strong, weak_seen, &count);
+                    if (a + m <= len) rc = cjk_gram(text, f, i + a, i + a + m, out, taken, &count);
         }
         if (rc != 0) return rc < 0 ? -1 : 0;
         i = j;
@@ -667,9 +665,11 @@ static PyObject *extract(PyObject *self, PyObject *text) {
     uint16_t *f = n <= STACK_CHARS ? stack : PyMem_Malloc((size_t)n * sizeof(uint16_t));
     if (f == NULL) return PyErr_NoMemory();
     uint16_t seen = classify_text(text, f);
-    PyObject *first = PyDict_New(), *mid = PySet_New(NULL), *out = PyList_New(0), *strong = PySet_New(NULL);
-    PyObject *weak_seen = PySet_New(NULL), *result = NULL;
-    if (first == NULL || mid == NULL || out == NULL || strong == NULL || weak_seen == NULL) goto done;
+    /* taken: the strong norms, then the weak ones too (Python's strong_norms | weak_seen: every test
+       asks whether a norm is in either, and only weak and CJK norms are added after the strong). */
+    PyObject *first = PyDict_New(), *mid = PySet_New(NULL), *out = PyList_New(0), *taken = PySet_New(NULL);
+    PyObject *result = NULL;
+    if (first == NULL || mid == NULL || out == NULL || taken == NULL) goto done;
 
     Py_ssize_t at = 0, start, end;
     while ((seen & F_AT) && next_handle(f, n, &at, &start, &end)) { /* the @handles: always mid-sentence */
@@ -720,7 +720,7 @@ static PyObject *extract(PyObject *self, PyObject *text) {
             if (is_mid < 0) goto done;
             if (!is_mid) continue;
         }
-        if (PyList_Append(out, PyTuple_GET_ITEM(sighting, 4)) < 0 || PySet_Add(strong, norm) < 0) goto done;
+        if (PyList_Append(out, PyTuple_GET_ITEM(sighting, 4)) < 0 || PySet_Add(taken, norm) < 0) goto done;
         if (PyList_GET_SIZE(out) >= X.max_candidates) break;
     }
 
@@ -736,13 +736,12 @@ static PyObject *extract(PyObject *self, PyObject *text) {
             PyObject *wnorm = norm_of(weak, 4);
             int rc = wnorm == NULL ? -1 : 0, skip = 1;
             if (rc == 0 && PyUnicode_GET_LENGTH(wnorm)) {
-                int in_strong = PySet_Contains(strong, wnorm);
-                int in_seen = in_strong ? in_strong : PySet_Contains(weak_seen, wnorm);
-                if (in_strong < 0 || in_seen < 0) rc = -1;
-                else skip = in_strong || in_seen;
+                int in = PySet_Contains(taken, wnorm);
+                if (in < 0) rc = -1;
+                else skip = in;
             }
             if (rc == 0 && !skip) {
-                rc = PySet_Add(weak_seen, wnorm);
+                rc = PySet_Add(taken, wnorm);
                 if (rc == 0) rc = PyList_Append(out, weak);
                 count++;
             }
@@ -751,15 +750,14 @@ static PyObject *extract(PyObject *self, PyObject *text) {
         }
     }
 
-    if ((seen & F_CJK) && cjk_grams(text, f, n, out, strong, weak_seen) < 0) goto done;
+    if ((seen & F_CJK) && cjk_grams(text, f, n, out, taken) < 0) goto done;
     result = out;
     out = NULL;
 done:
     Py_XDECREF(first);
     Py_XDECREF(mid);
     Py_XDECREF(out);
-    Py_XDECREF(strong);
-    Py_XDECREF(weak_seen);
+    Py_XDECREF(taken);
     if (f != stack) PyMem_Free(f);
     return result;
 }
