@@ -775,15 +775,21 @@ done:
 
 typedef struct {
     PyObject *display, *query, *norm; /* borrowed from the candidate tuples, alive for the call */
+    Py_hash_t hash;                   /* the norm's */
     int weak, newest, user;
     Py_ssize_t occ, last, order;
     double key; /* -weight */
 } Entry;
 
+/* The merge's entries in first-seen order, found by norm through an open-addressing table of their
+   positions + 1 (0: empty), sized for every sighting of the window: a dict of positions cost a
+   dict operation and an int object per new norm. Norms are compared as Python compares dict keys
+   of str: same object, or same hash and equal text. */
 typedef struct {
     Entry *items;
-    Py_ssize_t count, size;
-    PyObject *index; /* norm -> position in items */
+    Py_ssize_t count;
+    Py_ssize_t *slots;
+    size_t mask;
 } Acc;
 
 static struct {
@@ -793,21 +799,50 @@ static struct {
 
 static void acc_free(Acc *acc) {
     PyMem_Free(acc->items);
-    Py_XDECREF(acc->index);
+    PyMem_Free(acc->slots);
+    acc->items = NULL;
+    acc->slots = NULL;
+}
+
+/* The slot of ``norm``: its entry's, or the empty one where it goes; NULL with an error set. */
+static Py_ssize_t *acc_slot(Acc *acc, PyObject *norm, Py_hash_t hash) {
+    for (size_t i = (size_t)hash & acc->mask;; i = (i + 1) & acc->mask) {
+        Py_ssize_t *slot = &acc->slots[i];
+        if (*slot == 0) return slot;
+        Entry *e = &acc->items[*slot - 1];
+        if (e->norm == norm) return slot;
+        if (e->hash == hash) {
+            int cmp = PyUnicode_Compare(e->norm, norm);
+            if (cmp == 0) return slot;
+            if (cmp == -1 && PyErr_Occurred()) return NULL;
+        }
+    }
 }
 
 /* 0: merged; 1: an input of another shape (answer None); -1: error. ``kept`` NULL: every norm. */
 static int accumulate(PyObject *rows, PyObject *kept, Acc *acc, Py_ssize_t *strong_seen, Py_ssize_t *weak_seen) {
     acc->items = NULL;
-    acc->count = acc->size = 0;
-    acc->index = PyDict_New();
-    if (acc->index == NULL) return -1;
-    Py_ssize_t n = PyList_GET_SIZE(rows);
+    acc->slots = NULL;
+    acc->count = 0;
+    Py_ssize_t n = PyList_GET_SIZE(rows), sightings = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *row = PyList_GET_ITEM(rows, i);
-        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) return 1;
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2 || !PyList_CheckExact(PyTuple_GET_ITEM(row, 1)))
+            return 1;
+        sightings += PyList_GET_SIZE(PyTuple_GET_ITEM(row, 1));
+    }
+    size_t capacity = 16;
+    while (capacity < 2 * (size_t)sightings + 1) capacity *= 2;
+    acc->items = PyMem_Malloc((size_t)(sightings + 1) * sizeof(Entry));
+    acc->slots = PyMem_Calloc(capacity, sizeof(Py_ssize_t));
+    acc->mask = capacity - 1;
+    if (acc->items == NULL || acc->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
         PyObject *role = PyTuple_GET_ITEM(row, 0), *cands = PyTuple_GET_ITEM(row, 1);
-        if (!PyList_CheckExact(cands)) return 1;
         int is_user = PyUnicode_Check(role) && PyUnicode_CompareWithASCIIString(role, "user") == 0;
         int newest = i == n - 1;
         for (Py_ssize_t k = 0; k < PyList_GET_SIZE(cands); k++) {
@@ -826,31 +861,19 @@ static int accumulate(PyObject *rows, PyObject *kept, Acc *acc, Py_ssize_t *stro
                 if (in < 0) return -1;
                 if (!in) continue;
             }
-            PyObject *at = PyDict_GetItemWithError(acc->index, norm);
-            if (at == NULL) {
-                if (PyErr_Occurred()) return -1;
-                if (acc->count == acc->size) {
-                    Py_ssize_t size = acc->size ? 2 * acc->size : 32;
-                    Entry *grown = PyMem_Realloc(acc->items, (size_t)size * sizeof(Entry));
-                    if (grown == NULL) {
-                        PyErr_NoMemory();
-                        return -1;
-                    }
-                    acc->items = grown;
-                    acc->size = size;
-                }
-                PyObject *pos = PyLong_FromSsize_t(acc->count);
-                if (pos == NULL) return -1;
-                int rc = PyDict_SetItem(acc->index, norm, pos);
-                Py_DECREF(pos);
-                if (rc < 0) return -1;
+            Py_hash_t hash = PyObject_Hash(norm);
+            if (hash == -1) return -1;
+            Py_ssize_t *slot = acc_slot(acc, norm, hash);
+            if (slot == NULL) return -1;
+            if (*slot == 0) {
                 Entry *e = &acc->items[acc->count];
-                e->display = display, e->query = query, e->norm = norm;
+                e->display = display, e->query = query, e->norm = norm, e->hash = hash;
                 e->weak = weak, e->occ = 1, e->newest = newest, e->user = is_user, e->last = i;
                 e->order = acc->count++;
+                *slot = acc->count;
                 continue;
             }
-            Entry *e = &acc->items[PyLong_AsSsize_t(at)];
+            Entry *e = &acc->items[*slot - 1];
             e->occ++;
             e->last = i;
             if (newest) e->newest = 1;
@@ -973,7 +996,7 @@ static PyObject *merge(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     Py_ssize_t n = PyList_GET_SIZE(rows), strong_seen = 0, weak_seen = 0;
     Acc acc, whole;
     whole.items = NULL;
-    whole.index = NULL;
+    whole.slots = NULL;
     PyObject *out = NULL;
     int rc = accumulate(rows, kept, &acc, &strong_seen, &weak_seen);
     if (rc == 0 && kept != NULL && (strong_seen > M.max_strong || weak_seen > M.max_weak)) {

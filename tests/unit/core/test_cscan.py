@@ -288,3 +288,21 @@ def test_the_tuples_the_c_scanner_builds_of_atoms_are_not_tracked_by_the_garbage
     assert not any(gc.is_tracked(entry) for info in ex._surface_cache.values() for entry in (info, info[0]))
     merged = merge_window(rows)
     assert merged and not any(gc.is_tracked(c) for c in merged)
+
+
+def test_the_c_merge_takes_equal_norms_of_distinct_objects_as_one() -> None:
+    """The merge's table finds a norm by identity, else by hash and text: a norm built again (an
+    equal str, not the same object) is the same norm, as for a dict key."""
+    from pipeline.core import window as win
+
+    def fresh(text: str) -> str:
+        return "".join(list(text))  # an equal str, a new object
+
+    a = ("Ann Lee", "Ann Lee", "ann lee", False)
+    b = (fresh("ann lee"), fresh("ann lee"), fresh("ann lee"), True)
+    c = ("Bo", "Bo", fresh("bo"), False)
+    assert a[2] is not b[2] and a[2] == b[2]
+    rows = [("user", [a, c]), ("assistant", [b, ("Bo", "Bo", fresh("bo"), False)]), ("user", [b])]
+    merged = cscan.merge(rows, None)
+    assert merged == win._merge_python(rows, None)
+    assert [(m.norm, m.occurrences) for m in merged] == [("ann lee", 3), ("bo", 2)]
