@@ -12,7 +12,10 @@ nothing but the finder's prefix check. It keeps the plain modules when
   it was not built from.
 
 Both builds give identical results (``tests/unit/core/test_builds.py``); :func:`core_build` says
-which one is in use, for ``volunteer --version`` and ``volunteer doctor``.
+which one is in use, for ``volunteer --version`` and ``volunteer doctor``: the compiled one with the C
+scanner of ``pipeline/core/_cscan.c`` when that optional part was built too ("compiled (mypyc + C
+scanner)"). The plain build never imports that scanner: the finder refuses a core module without a
+``.py``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,11 @@ def core_sources() -> list[str]:
     return sorted(n for n in os.listdir(CORE_DIR) if n.endswith(".py") and n != "__init__.py")
 
 
+def c_sources() -> list[str]:
+    """The C scanner's sources (``_cscan.c`` and its generated tables), part of the fingerprint."""
+    return sorted(n for n in os.listdir(CORE_DIR) if n.endswith((".c", ".h")))
+
+
 def fingerprint() -> str:
     """What a compiled build was made from: the interpreter and every source's name and bytes.
 
@@ -51,7 +59,7 @@ def fingerprint() -> str:
     import zlib
 
     crc = zlib.crc32(sys.version.encode())
-    for name in core_sources():
+    for name in core_sources() + c_sources():
         with open(os.path.join(CORE_DIR, name), "rb") as fh:
             crc = zlib.crc32(fh.read(), zlib.crc32(name.encode(), crc))
     return f"{crc:08x}"
@@ -99,8 +107,8 @@ class _CoreBuildFinder:
         if not self.pure:
             return None
         source = os.path.join(CORE_DIR, name[len(_PREFIX):] + ".py")
-        if not os.path.isfile(source):
-            return None
+        if not os.path.isfile(source):  # a C-only module (the C scanner): not part of the plain build
+            raise ModuleNotFoundError(f"No module named {name!r} in the pure Python core", name=name)
         from importlib.machinery import ModuleSpec, SourceFileLoader
 
         spec = ModuleSpec(name, SourceFileLoader(name, source), origin=source)
@@ -123,7 +131,9 @@ def core_build() -> str:
     if module is None:
         import pipeline.core.session as module
     if str(getattr(module, "__file__", "")).endswith(tuple(_extension_suffixes())):
-        return "compiled (mypyc)"
+        from pipeline.core.extract import C_SCANNER
+
+        return "compiled (mypyc + C scanner)" if C_SCANNER else "compiled (mypyc)"
     _finder.decide()
     reason = _finder.reason or "pure Python"
     return reason if reason.startswith("pure") else "pure Python"

@@ -292,6 +292,34 @@ class BrainIndex:
             cached = self._synopsis[page.id] = safe_synopsis(page.compiled_truth, page.frontmatter)
         return cached
 
+    def query_hits(self, query: str) -> bool:
+        """``bool(info[3] or info[4])`` of :meth:`query_info` (a page by title, slug or slug tail, or
+        a person by surname), without building its ids or caching it. The relevance test asks this of
+        every new candidate, weak words included, whose :meth:`query_info` the resolver never reads:
+        building and storing it was most of that test. ``tests/unit/core/test_properties.py``
+        compares the two."""
+        info = self._query_cache.get(query)
+        if info is not None:
+            return bool(info[3] or info[4])
+        lowered = query.lower()
+        if _has_ids(self._title.get(lowered)):
+            return True
+        if query.isascii() and query.isalnum():  # one word of letters and digits (most weak words):
+            # its slug is its lowercase, and it is a surname token when it is capitalised and 3 long
+            if self._has_slug(lowered) or _has_ids(self._tail.get(lowered)):
+                return True
+            return len(query) >= 3 and "A" <= query[0] <= "Z" and _has_ids(self._surname.get(lowered))
+        slug = slugify(query)
+        if slug and (self._has_slug(slug) or _has_ids(self._tail.get(slug))):
+            return True
+        token = _surname_token(query, lowered)
+        return token is not None and _has_ids(self._surname.get(token))
+
+    def _has_slug(self, slug: str) -> bool:
+        """``bool(self.ids_with_slug(slug))``."""
+        held = self._by_slug.get(slug)
+        return held is not None and (isinstance(held, Page) or len(held) > 0)
+
     def query_info(self, query: str) -> tuple[str, str, str | None, tuple[int, ...], tuple[int, ...]]:
         """For a strong candidate's query: ``(query.lower(), slugify(query), surname token or None,
         ids by exact title / exact slug / slug tail, person ids by that surname)``. Cached."""
@@ -319,6 +347,11 @@ class BrainIndex:
             info = (lowered, slug, token, found, surname_ids)
             self._query_cache[query] = info
         return info
+
+
+def _has_ids(value: Ids | None) -> bool:
+    """``bool(_as_ids(value))``, without building the tuple."""
+    return value is not None and (isinstance(value, int) or len(value) > 0)
 
 
 def _deleted_owner(deleted: dict[str, dict[str, int]], source: str, slug: str) -> int | None:
@@ -375,6 +408,7 @@ def _surname_token(query: str, lowered: str) -> str | None:
                 not query.isprintable() and has_whitespace(query)):
             return None
         return lowered
-    if has_whitespace(query) or utf16_len(query) < 3 or not starts_uppercase(query):
+    # The capital first: most non-ASCII queries (CJK grams, lowercase words) fail it, in one regex call.
+    if not starts_uppercase(query) or has_whitespace(query) or utf16_len(query) < 3:
         return None
     return lowered

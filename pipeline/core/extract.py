@@ -12,6 +12,7 @@ every turn of every session, and tuples are several times cheaper to build than 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 import regex
@@ -19,6 +20,27 @@ import regex
 from pipeline.core.jscompat import JS_WS, utf16_len
 from pipeline.core.memo import Memo
 from pipeline.core.normalize import JS_WHITESPACE, normalize_alias
+
+Scan = tuple[list[str], list[str], list[bool], list[str], list[str]]
+"""What :func:`scan_text` finds in a text: ``(handles, runs, run_starts, weak_tokens, cjk_runs)``."""
+
+_c_scan: Callable[[str], Scan] | None
+_c_surface: Callable[[str, frozenset[str], frozenset[str]], Any] | None
+_c_extract: Callable[[str], list[Candidate]] | None
+_c_configure: Callable[..., None] | None
+try:  # the optional C scanner (pipeline/core/_cscan.c), built by scripts/build_core.py with the compiled core
+    from pipeline.core._cscan import ascii_surface as _c_surface
+    from pipeline.core._cscan import configure as _c_configure
+    from pipeline.core._cscan import extract as _c_extract
+    from pipeline.core._cscan import scan as _c_scan
+except ImportError:  # not built (no compiler, a failed build) or the pure build: the patterns answer, same results
+    _c_scan = None
+    _c_surface = None
+    _c_extract = None
+    _c_configure = None
+
+C_SCANNER: Final = _c_scan is not None
+"""Whether the C scanner finds what a turn's patterns find (``pipeline.corebuild`` names the build)."""
 
 Candidate = tuple[str, str, str, bool]
 """``(display, query, norm, weak)``: label surface, lookup text, ``normalize_alias(query)``, weak flag."""
@@ -59,6 +81,8 @@ _CAP_TOKEN: Final = r"\p{Lu}[\p{L}0-9'’\-]*(?:\.\p{L}[\p{L}0-9'’\-]*)*"
 _CAP_RUN_RE: Final = regex.compile(f"{_CAP_TOKEN}(?:[{JS_WS}]+{_CAP_TOKEN}){{0,3}}")
 _WS_SPLIT_RE: Final = re.compile(f"[{JS_WS}]+")
 _HAS_WS_RE: Final = re.compile(f"[{JS_WS}]")
+_PY_ONLY_WS_ASCII_RE: Final = re.compile("[\x1c-\x1f]")
+"""The ASCII characters ``str.split`` cuts at and JS's ``\\s`` does not."""
 _STARTS_UPPER_RE: Final = regex.compile(r"\p{Lu}")
 _WEAK_TOKEN_RE: Final = regex.compile(r"(?<![\p{L}\p{N}'’@-])\p{Ll}[\p{L}\p{N}'’-]{2,}(?![\p{L}\p{N}'’-])")
 """The weak-token pattern; :func:`weak_tokens` finds its matches without the look-behind."""
@@ -151,7 +175,10 @@ def is_at_sentence_start(text: str, idx: int) -> bool:
 
 
 def has_whitespace(text: str) -> bool:
-    """JS ``/\\s/.test(text)``."""
+    """JS ``/\\s/.test(text)``. In printable ASCII (most queries and surfaces) the space is the only
+    JS whitespace (``str.isprintable`` is false for every other one), so no regex call is needed."""
+    if text.isascii() and text.isprintable():
+        return " " in text
     return _HAS_WS_RE.search(text) is not None
 
 
@@ -192,11 +219,11 @@ _NOT_WEAK: Final[Candidate] = ("", "", "", True)
 def _sighting(raw_display: str, raw_query: str) -> _Sighting:
     query = strip_possessive(raw_query.strip(JS_WHITESPACE))
     norm = normalize_alias(query) if query else ""
-    if _HAS_WS_RE.search(query) is not None:
+    if has_whitespace(query):
         klass = _KEEP
     else:
         lc = query.lower()
-        if utf16_len(query) < 2 or _PURE_NUMBER_RE.fullmatch(query) or lc in STOPWORDS:
+        if utf16_len(query) < 2 or ("0" <= query[0] <= "9" and _PURE_NUMBER_RE.fullmatch(query)) or lc in STOPWORDS:
             klass = _DROP
         else:
             klass = _KEEP_IF_MID if lc in COMMON_WORDS else _KEEP
@@ -208,16 +235,31 @@ def run_tokens(surface: str) -> list[str]:
     """``_WS_SPLIT_RE.split(surface)`` for a capitalised run (a match of the run patterns).
 
     A run starts and ends with a token, so splitting it at whitespace leaves no empty piece; in
-    printable ASCII the only whitespace is the space, where ``str.split`` cuts exactly as the
-    JS-whitespace regex does (that regex split was a third of a first sighting's cost).
-    ``tests/unit/core/test_properties.py`` compares the two on runs."""
-    if surface.isascii() and surface.isprintable():
+    printable text the only whitespace, JS's or Python's, is the space (every other whitespace
+    character is not printable), where ``str.split`` cuts exactly as the JS-whitespace regex does
+    (that regex split was a third of a first sighting's cost). ``tests/unit/core/test_properties.py``
+    compares the two on runs, and checks that claim on every code point. In ASCII the two kinds of
+    whitespace differ by U+001C..U+001F alone (Python's, not JS's): a run without them (one over
+    several lines) splits the same way too."""
+    if surface.isprintable() or (surface.isascii() and not _PY_ONLY_WS_ASCII_RE.search(surface)):
         return surface.split()
     return _WS_SPLIT_RE.split(surface)
 
 
 def _surface(surface: str) -> tuple[_Sighting, _Sighting | None]:
-    """The run itself, and its remainder after leading hard stopwords (HEAD's trim), if any."""
+    """The run itself, and its remainder after leading hard stopwords (HEAD's trim), if any.
+
+    The C scanner's ``ascii_surface`` answers for a printable-ASCII run whose norms are plain
+    lowercase (most of them), with the steps of :func:`_surface_python` done on bytes."""
+    if _c_surface is not None:
+        found: Any = _c_surface(surface, STOPWORDS, COMMON_WORDS)
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+    return _surface_python(surface)
+
+
+def _surface_python(surface: str) -> tuple[_Sighting, _Sighting | None]:
+    """:func:`_surface` in Python steps."""
     tokens = run_tokens(surface)
     first_kept = 0
     while first_kept < len(tokens) and strip_possessive(tokens[first_kept]).lower() in STOPWORDS:
@@ -321,8 +363,100 @@ def extract_candidates(text: object) -> list[Candidate]:
     return cands
 
 
+def scan_text(text: str) -> Scan:
+    """Everything :func:`_extract` looks for in a text, with the patterns themselves: its @handles
+    (without the ``@``), its capitalised runs, whether each run starts a sentence, its weak tokens and
+    its CJK runs of 2 characters or more, each in text order.
+
+    This is the definition the C scanner (``pipeline/core/_cscan.c``) implements in one pass over the
+    text's characters; ``tests/unit/core/test_cscan.py`` compares the two on random Unicode text."""
+    handles: list[str] = _HANDLE_RE.findall(text) if "@" in text else []
+    runs: list[str] = []
+    starts: list[bool] = []
+    for m in _CAP_RUN_RE.finditer(text):
+        runs.append(m[0])
+        starts.append(is_at_sentence_start(text, m.start()))
+    cjk: list[str] = [run for run in _CJK_RUN_RE.findall(text) if len(run) >= 2]
+    return (handles, runs, starts, weak_tokens(text), cjk)
+
+
 def _extract(text: str) -> list[Candidate]:
-    """:func:`extract_candidates` without the memo."""
+    """:func:`extract_candidates` without the memo: :func:`_extract_scanned` in C where the C
+    scanner is built (its ``extract``, with this module's caches and functions: see the end of it)."""
+    if _c_extract is not None:
+        return _c_extract(text)
+    return _extract_python(text)
+
+
+def _extract_scanned(text: str, scanned: Scan) -> list[Candidate]:
+    """:func:`_extract_python` from a text's :func:`scan_text` (or the C scanner's same answer):
+    the same sightings, filters and caps, with the weak tokens of the whole text in a row instead of
+    word by word (a text's weak tokens are its words' tokens in word order, see :func:`_word_weak`),
+    each looked up in :data:`_weak_cache`.
+
+    The cached values are read as ``tuple[Any, ...]``: a tuple of unknown length stays the cached
+    object (see above) and its items are read directly, where ``Any`` went through the generic
+    subscript for each of the ~28 reads of a text."""
+    handles, runs, starts, tokens, cjk = scanned
+    first: dict[str, tuple[Any, ...]] = {}
+    mid: set[str] = set()
+    for handle in handles:
+        sighting: tuple[Any, ...] | None = _handle_cache.get(handle)
+        if sighting is None:
+            sighting = _bounded(_handle_cache)[handle] = _sighting("@" + handle, handle)
+        norm: str = sighting[2]
+        if norm:
+            first.setdefault(norm, sighting)
+            mid.add(norm)
+    for k in range(len(runs)):
+        surface = runs[k]
+        info: tuple[Any, ...] | None = _surface_cache.get(surface)
+        if info is None:
+            info = _bounded(_surface_cache)[surface] = _surface(surface)
+        run: tuple[Any, ...] = info[0]
+        trimmed: tuple[Any, ...] | None = info[1]
+        norm = run[2]
+        if norm:
+            first.setdefault(norm, run)
+            if not starts[k]:
+                mid.add(norm)
+        if trimmed is not None and trimmed[2]:
+            first.setdefault(trimmed[2], trimmed)
+            mid.add(trimmed[2])
+
+    out: list[Any] = []
+    strong_norms: set[str] = set()
+    for norm, found in first.items():
+        klass = found[3]
+        if klass == _DROP or (klass == _KEEP_IF_MID and norm not in mid):
+            continue
+        out.append(found[4])
+        strong_norms.add(norm)
+        if len(out) >= MAX_CANDIDATES:
+            break
+
+    weak_seen: set[str] = set()
+    weak_count = 0
+    for token in tokens:
+        weak: tuple[Any, ...] | None = _weak_cache.get(token)
+        if weak is None:
+            weak = _bounded(_weak_cache)[token] = _weak(token) or _NOT_WEAK
+        norm = weak[2]
+        if not norm or norm in strong_norms or norm in weak_seen:
+            continue
+        weak_seen.add(norm)
+        out.append(weak)
+        weak_count += 1
+        if weak_count >= MAX_WEAK_CANDIDATES:
+            break
+
+    if cjk:
+        _cjk_run_grams(cjk, out, strong_norms, weak_seen)
+    return out
+
+
+def _extract_python(text: str) -> list[Candidate]:
+    """:func:`_extract` with the patterns (where the C scanner is not built)."""
 
     # norm -> its first sighting; dict order is first-seen order (handles first). ``mid``: the norms
     # seen mid-sentence at least once (a handle always counts as one).
@@ -400,11 +534,13 @@ def _extract(text: str) -> list[Candidate]:
 def _cjk_grams(text: str, out: list[Candidate], strong_norms: set[str], weak_seen: set[str], start: int = 0) -> None:
     """Whole short runs, else every 4-, 3- and 2-gram per start position; no pure-hiragana grams.
     ``start``: no CJK character comes before it."""
+    _cjk_run_grams([run for run in _CJK_RUN_RE.findall(text, start) if len(run) >= 2], out, strong_norms, weak_seen)
+
+
+def _cjk_run_grams(runs: list[str], out: list[Candidate], strong_norms: set[str], weak_seen: set[str]) -> None:
+    """:func:`_cjk_grams` of a text's CJK runs of 2 characters or more, in text order."""
     count = 0
-    for m in _CJK_RUN_RE.finditer(text, start):
-        run = m[0]
-        if len(run) < 2:
-            continue
+    for run in runs:
         if len(run) <= 4:
             grams = [run]
         else:
@@ -420,3 +556,9 @@ def _cjk_grams(text: str, out: list[Candidate], strong_norms: set[str], weak_see
             weak_seen.add(norm)
             count += 1
             out.append((gram, gram, norm, True))
+
+
+if _c_configure is not None:  # the C extract reads and fills this module's caches, calls its functions
+    _c_configure(_surface_cache, _handle_cache, _weak_cache, _CACHE_MAX, STOPWORDS, COMMON_WORDS, _sighting,
+                 _surface_python, _weak, normalize_alias, _NOT_WEAK, MAX_CANDIDATES, MAX_WEAK_CANDIDATES,
+                 MAX_CJK_WEAK_CANDIDATES)

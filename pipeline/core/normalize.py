@@ -22,6 +22,10 @@ _LEADING_WRAPPERS: Final = re.compile(r"^[\"'`\[(]+")
 _TRAILING_WRAPPERS: Final = re.compile(r"[\"'`\])]+$")
 _NON_SLUG: Final = re.compile(r"[^a-z0-9]+")
 _COMBINING_MARKS: Final = re.compile("[\u0300-\u036f]+")
+_CJK_ONLY: Final = re.compile("[\u4e00-\u9fff\u3040-\u30ff\uac00-\ud7af]+")
+"""Text of the extractor's CJK ranges only (its n-grams): no character of them lowercases or
+NFKD-decomposes to anything with ``a-z`` or ``0-9``, so its slug is empty (``tests/unit/core/
+test_properties.py`` checks each one)."""
 
 
 def js_trim(text: str) -> str:
@@ -109,14 +113,21 @@ def slugify(text: str) -> str:
     and these steps taken one by one (the combining marks dropped by a generator, character by
     character) were 7.6 % of the op's first pass. An ASCII text (most queries) needs none of NFKD,
     the marks or a dash-run pass (``[^a-z0-9]+`` already leaves one dash per run): letters and digits
-    are their own slug, words and spaces their words joined by dashes. Another text drops its marks
-    with one substitution. ``tests/unit/core/test_properties.py`` compares this with every step.
+    are their own slug, words and spaces their words joined by dashes, words with single dashes or
+    apostrophes between them those words joined by dashes; CJK n-grams have none. Another text drops its
+    marks with one substitution. ``tests/unit/core/test_properties.py`` compares this with every step.
     """
     if not text.isascii():
+        if _CJK_ONLY.fullmatch(text):
+            return ""
         return _NON_SLUG.sub("-", _COMBINING_MARKS.sub("", unicodedata.normalize("NFKD", text.lower()))).strip("-")
     low = text.lower()
     if low.isalnum():
         return low
     if low.replace(" ", "").isalnum():
         return "-".join(low.split())  # only spaces between them: the words, empty ones dropped
+    if "-" in low or "'" in low:  # x-ray, o'neil, state-of-the-art: single dashes and apostrophes between
+        dashed = low.replace("'", "-")
+        if dashed.replace("-", "").isalnum() and "--" not in dashed and dashed[0] != "-" and dashed[-1] != "-":
+            return dashed
     return _NON_SLUG.sub("-", low).strip("-")

@@ -111,12 +111,14 @@ def turn_relevance(cands: Sequence[Candidate], brain: BrainIndex) -> tuple[bool,
             keep.append(norm)
         elif code == _LABEL:
             keep.append(norm)
-    relevant = frozenset(keep)
+    relevant = frozenset(keep) if keep else _NO_NORMS
     if not _relevance_memo.rest_one():  # resting, the entry would be dropped: not even built
         _relevance_memo.put(id(cands), (cands, brain.token, live, relevant))
     return live, relevant
 
 
+_NO_NORMS: Final[frozenset[str]] = frozenset()
+"""The relevant norms of a turn with none (most turns): one shared empty set, not a new one each."""
 _NONE: Final = 0
 _LABEL: Final = 1
 _HIT: Final = 2
@@ -148,8 +150,7 @@ def _candidate_code(query: str, norm: str, brain: BrainIndex) -> int:
     page title: may label a pointer) or ``_NONE``."""
     if norm in brain.alias_index:
         return _HIT
-    info = brain.query_info(query)
-    if info[3] or info[4] or (not norm.isascii() and _CJK_FIRST <= norm[:1] <= _CJK_LAST
+    if brain.query_hits(query) or (not norm.isascii() and _CJK_FIRST <= norm[:1] <= _CJK_LAST
                               and (brain.ids_with_title(norm) or brain.ids_with_slug(norm))):
         return _HIT
     if norm in _odd_title_norms(brain) or brain.ids_with_title(norm):

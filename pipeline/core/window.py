@@ -9,7 +9,7 @@ combines the cached per-turn candidate lists of a window exactly like gbrain's
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Final, NamedTuple, TypeVar
 
@@ -24,19 +24,35 @@ TURN_PREFIX_RE: Final = re.compile(
 line terminator, ``$`` is the end of the input. Use with ``.match``."""
 
 ROLES: Final = ("user", "assistant")
+
+_c_merge: Callable[[list[Any], frozenset[str] | None], Any] | None
+_c_configure_merge: Callable[[type, int, int], None] | None
+_c_parse: Callable[[str], list[tuple[str, str]]] | None
+try:  # the optional C scanner (pipeline/core/_cscan.c) also parses and merges windows
+    from pipeline.core._cscan import configure_merge as _c_configure_merge
+    from pipeline.core._cscan import merge as _c_merge
+    from pipeline.core._cscan import parse_window as _c_parse
+except ImportError:  # not built, or the pure build: the Python steps answer, same results
+    _c_merge = None
+    _c_configure_merge = None
+    _c_parse = None
 _T = TypeVar("_T")
 
 
 _WS_CHARS: Final = frozenset(JS_WHITESPACE)
 
 
-def turn_prefix(line: str) -> tuple[str, str] | None:
+def turn_prefix(line: str, terminators: bool = True) -> tuple[str, str] | None:
     """``TURN_PREFIX_RE.match(line)`` as ``(role, body)`` (the role lowercased), without the regex.
 
     Every window line went through that match, and the regex scans the whole line in its
     ``[^...]*\\Z`` group; here the role is compared on an ASCII head (the regex folds ASCII case
     only) and the body is checked for line terminators with ``str.find``. Same answers on every
     line: ``tests/unit/core/test_properties.py`` compares the two.
+
+    ``terminators=False``: the caller knows the line holds no line terminator (a window's line with
+    no ``\\r``, ``\\u2028`` or ``\\u2029`` in the whole window), so the body is not searched for one;
+    those searches read every line of a window twice.
     """
     n = len(line)
     # The usual spellings first: the role in lowercase and the colon right after it.
@@ -61,7 +77,7 @@ def turn_prefix(line: str) -> tuple[str, str] | None:
         i += 1
     # ``[ws]?([^LT]*)\\Z``: whatever the optional space takes, the rest after one character may hold
     # no line terminator (every terminator is also whitespace, so a first one can only be that space).
-    if i + 1 < n and (line.find("\r", i + 1) != -1 or line.find("\n", i + 1) != -1 or (
+    if terminators and i + 1 < n and (line.find("\r", i + 1) != -1 or line.find("\n", i + 1) != -1 or (
             not line.isascii() and (line.find("\u2028", i + 1) != -1 or line.find("\u2029", i + 1) != -1))):
         return None
     if i < n and line[i] in _WS_CHARS:
@@ -79,13 +95,26 @@ def _split_lines(text: str) -> list[str]:
 
 
 def parse_window(text: object) -> list[tuple[str, str]]:
-    """``role: text`` lines -> ``[(role, text)]`` oldest first; unprefixed lines continue a turn."""
-    if not isinstance(text, str) or not text.strip(JS_WHITESPACE):
+    """``role: text`` lines -> ``[(role, text)]`` oldest first; unprefixed lines continue a turn.
+
+    The C scanner's ``parse_window`` takes these steps on the characters where it is built."""
+    if not isinstance(text, str):
+        return []
+    if _c_parse is not None:
+        return _c_parse(text)
+    return _parse_window_python(text)
+
+
+def _parse_window_python(text: str) -> list[tuple[str, str]]:
+    """:func:`parse_window` of a str in Python steps."""
+    if not text.strip(JS_WHITESPACE):
         return []
     turns: list[tuple[str, list[str]]] = []  # (role, lines of the turn)
     current: list[str] | None = None
+    # ``\\n`` ends every line; the other terminators are looked for once in the whole window.
+    terminators = "\r" in text or (not text.isascii() and ("\u2028" in text or "\u2029" in text))
     for raw_line in _split_lines(text):
-        m = turn_prefix(raw_line)
+        m = turn_prefix(raw_line, terminators)
         if m is not None:
             current = [m[1]]
             turns.append((m[0], current))
@@ -188,6 +217,16 @@ def merge_window(turns: Sequence[tuple[str, Sequence[Candidate]]],
         return []
     rows = as_list(turns)
     kept: frozenset[str] | None = keep if keep is None or isinstance(keep, frozenset) else frozenset(keep)
+    if _c_merge is not None:  # the C scanner's merge: the same steps, or None for inputs of another shape
+        merged: list[WindowCandidate] | None = _c_merge(rows, kept)
+        if merged is not None:
+            return merged
+    return _merge_python(rows, kept)
+
+
+def _merge_python(rows: list[tuple[str, Sequence[Candidate]]], kept: frozenset[str] | None) -> list[WindowCandidate]:
+    """:func:`merge_window` of a non-empty window in Python steps (where the C scanner is not built)."""
+    n = len(rows)
     acc, strong_seen, weak_seen = _accumulate(rows, kept)
     if kept is not None and (strong_seen > MAX_CANDIDATES or weak_seen > MAX_WEAK_CANDIDATES) and _crowded(rows):
         # Only the kept candidates of the whole merge are built: it used to build every candidate
@@ -246,14 +285,52 @@ def _salience_ordered(acc: dict[str, list[Any]], n: int, only: frozenset[str] | 
         # float plus 0.0 is the same float as plus 0.
         weight: float = (last + 1) / n + (occ if occ < 4 else 4) * 0.1 + (0.15 if e[_USER] else 0.0)
         (weak_ones if e[_WEAK] else strong).append((-weight, e[_ORDER], e))
+    if only is not None:
+        out = _kept_in_top(strong, MAX_CANDIDATES, only)
+        if weak_ones:
+            out += _kept_in_top(weak_ones, MAX_WEAK_CANDIDATES, only)
+        return out
     strong.sort()
-    out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]
-           if only is None or e[_NORM] in only]
+    out = [_new_candidate(WindowCandidate, e) for _, _, e in strong[:MAX_CANDIDATES]]
     if weak_ones:
         weak_ones.sort()
-        out += [_new_candidate(WindowCandidate, e) for _, _, e in weak_ones[:MAX_WEAK_CANDIDATES]
-                if only is None or e[_NORM] in only]
+        out += [_new_candidate(WindowCandidate, e) for _, _, e in weak_ones[:MAX_WEAK_CANDIDATES]]
     return out
+
+
+def _kept_in_top(keyed: list[tuple[float, int, list[Any]]], cap: int, only: frozenset[str]) -> list[WindowCandidate]:
+    """``[c for c in sorted(keyed)[:cap] if c's norm in only]`` as candidates, without sorting the
+    key tuples: a crowded window (its whole merge, up to hundreds of norms) keeps only the few of
+    ``only``, and the sort compared every pair of key tuples through the generic comparison. The
+    weights alone sort as C doubles; the ``cap``-th smallest, ``edge``, settles every entry but those
+    of that very weight, for which the entries before them are counted (keys never tie: the
+    ``order`` fields differ)."""
+    picked: list[tuple[float, int, list[Any]]] = []
+    count = len(keyed)
+    if count <= cap:
+        picked = [key for key in keyed if key[2][_NORM] in only]
+    else:
+        weights: list[float] = sorted([key[0] for key in keyed])
+        edge = weights[cap - 1]
+        below = 0  # the weights smaller than edge: all of them among the first cap
+        while weights[below] < edge:
+            below += 1
+        for key in keyed:
+            if key[2][_NORM] not in only:
+                continue
+            w = key[0]
+            if w < edge:
+                picked.append(key)
+            elif w == edge:
+                order = key[1]
+                ahead = below
+                for other in keyed:
+                    if other[0] == edge and other[1] < order:
+                        ahead += 1
+                if ahead < cap:
+                    picked.append(key)
+    picked.sort()
+    return [_new_candidate(WindowCandidate, e) for _, _, e in picked]
 
 
 def as_list(items: Sequence[_T]) -> list[_T]:
@@ -298,3 +375,7 @@ def merged_count(turns: Sequence[tuple[str, Sequence[Candidate]]]) -> int:
 def extract_window(turns: Sequence[tuple[str, str]]) -> list[WindowCandidate]:
     """From scratch: extract every turn, then merge (what the op does; the stream caches per turn)."""
     return merge_window([(role, extract_candidates(text)) for role, text in turns])
+
+
+if _c_configure_merge is not None:  # what the C merge builds (this module's class) and keeps
+    _c_configure_merge(WindowCandidate, MAX_CANDIDATES, MAX_WEAK_CANDIDATES)

@@ -268,7 +268,37 @@ def test_turn_prefix_answers_like_the_turn_prefix_regex(line: str) -> None:
 
     m = TURN_PREFIX_RE.match(line)
     assert turn_prefix(line) == ((m.group(1).lower(), m.group(2)) if m else None)
+    if not any(t in line for t in "\r\n\u2028\u2029"):  # what parse_window tells it of such a line
+        assert turn_prefix(line, False) == turn_prefix(line)
     assert _split_lines(line) == re.split(r"\r?\n", line)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=st.lists(LINE_PIECES, max_size=14).map("".join))
+@example(text="user: a\u2028b\nassistant: c")
+def test_parse_window_answers_like_the_prefix_regex_line_by_line(text: str) -> None:
+    """``parse_window`` with ``turn_prefix`` told once per window whether its lines may hold a
+    terminator, against the reference's steps: split lines, match the prefix regex, continue turns."""
+    from pipeline.core.normalize import JS_WHITESPACE as WS
+    from pipeline.core.window import TURN_PREFIX_RE
+
+    turns: list[tuple[str, list[str]]] = []
+    for line in re.split(r"\r?\n", text):
+        m = TURN_PREFIX_RE.match(line)
+        if m:
+            turns.append((m.group(1).lower(), [m.group(2)]))
+        elif turns:
+            turns[-1][1].append(line)
+        elif line.strip(WS):
+            turns.append(("user", [line]))
+    expected = []
+    for role, lines in turns:
+        body = ""
+        for line in lines:
+            body = line if not body else body + "\n" + line
+        if body.strip(WS):
+            expected.append((role, body.strip(WS)))
+    assert (parse_window(text) if text.strip(WS) else []) == expected
 
 
 def _reference_extract(text: str) -> list[Any]:
@@ -341,6 +371,7 @@ def test_extraction_equals_the_straightforward_extraction(text: str) -> None:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=ASCII_TEXT | TEXT | WORDY_TEXT)
 @example(text="Alice\tBob  Carol\u00a0Dave\x1cEve Zoë Ann\ufeffLee")
+@example(text="Clarice\nCook Ann\x1dLee Bo\r\nCy Di\x0bEd")
 def test_a_run_splits_into_the_tokens_of_the_whitespace_regex(text: str) -> None:
     """``run_tokens`` (``str.split`` on printable ASCII runs) against the JS-whitespace regex split,
     on every run either run pattern finds."""
@@ -351,6 +382,19 @@ def test_a_run_splits_into_the_tokens_of_the_whitespace_regex(text: str) -> None
         runs += [m[0] for m in ex._CAP_RUN_ASCII_RE.finditer(text)]
     for run in runs:
         assert ex.run_tokens(run) == ex._WS_SPLIT_RE.split(run)
+
+
+def test_no_printable_character_but_the_space_is_whitespace() -> None:
+    """What lets ``run_tokens`` split a printable run with ``str.split``: on every code point, a
+    printable character other than the space is neither JS whitespace nor Python's."""
+    from pipeline.core import extract as ex
+
+    for cp in range(0x110000):
+        ch = chr(cp)
+        if ch.isprintable() and ch != " ":
+            assert ex._HAS_WS_RE.match(ch) is None and ("a" + ch + "b").split() == ["a" + ch + "b"], hex(cp)
+        if cp < 128 and not 0x1C <= cp <= 0x1F:  # ASCII: the same whitespace for both, but U+001C..U+001F
+            assert (ex._HAS_WS_RE.match(ch) is not None) == (len(("a" + ch + "b").split()) == 2), hex(cp)
 
 
 WINDOWS = st.lists(st.lists(TURN, min_size=1, max_size=4), min_size=1, max_size=6)
@@ -458,13 +502,17 @@ def test_weak_tokens_are_the_weak_token_regex_matches(text: str) -> None:
     assert extract.weak_tokens(text) == extract._WEAK_TOKEN_RE.findall(text)
 
 
-SLUG_TEXT = st.text(alphabet=st.sampled_from(list("aZz09 -_.'\t\n\x1c/Aé\u0301ÅﬁΩ田\u00a0")), max_size=16) | ASCII_TEXT | TEXT
+SLUG_TEXT = (st.text(alphabet=st.sampled_from(list("aZz09 -_.'\t\n\x1c/Aé\u0301ÅﬁΩ田\u00a0")), max_size=16) | ASCII_TEXT
+             | TEXT | st.text(alphabet=st.sampled_from(list("ab9-'")), max_size=10)
+             | st.text(alphabet=st.sampled_from(list("田中さんのカタカナー\u309b\u309f\u30ff한\ud7a3\ud7afａ")), max_size=6))
 
 
 @settings(max_examples=2000, deadline=None)
 @given(text=SLUG_TEXT)
 @example(text="")
 @example(text=" Ada  Lovelace ")
+@example(text="o'neil-x")
+@example(text="\u309b\u30ff")
 def test_slugify_gives_what_every_step_gives(text: str) -> None:
     """``slugify`` takes shortcuts (ASCII text; one substitution for the combining marks); it must
     give what the reference's steps give, one by one."""
@@ -476,6 +524,24 @@ def test_slugify_gives_what_every_step_gives(text: str) -> None:
     steps = "".join(ch for ch in steps if not ("\u0300" <= ch <= "\u036f"))
     steps = re.sub("-+", "-", re.sub("[^a-z0-9]+", "-", steps)).strip("-")
     assert slugify(text) == steps
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=SLUG_TEXT | st.text(alphabet=st.sampled_from(list(JS_WHITESPACE + "ab \x1c\x1f\x85\u200b")), max_size=6))
+def test_has_whitespace_answers_like_the_js_whitespace_regex(text: str) -> None:
+    from pipeline.core import extract
+
+    assert extract.has_whitespace(text) == (extract._HAS_WS_RE.search(text) is not None)
+
+
+def test_no_character_of_the_cjk_ranges_slugifies_to_anything() -> None:
+    """``slugify`` answers ``''`` for a text of the extractor's CJK ranges without NFKD: each of their
+    characters, lowercased and decomposed, holds no ``a-z`` or ``0-9`` (so no text of them does)."""
+    import unicodedata
+
+    for start, end in ((0x4E00, 0x9FFF), (0x3040, 0x30FF), (0xAC00, 0xD7AF)):
+        for cp in range(start, end + 1):
+            assert re.search("[a-z0-9]", unicodedata.normalize("NFKD", chr(cp).lower())) is None, hex(cp)
 
 
 @settings(max_examples=2000, deadline=None)
@@ -618,3 +684,39 @@ def test_a_sentence_ends_where_the_look_behind_break_starts(line: str) -> None:
 
     brk, end = _SENTENCE_BREAK_RE.search(line), _SENTENCE_END_RE.search(line)
     assert (brk.start() if brk else None) == (end.start() + 1 if end else None)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=st.sampled_from(VOCAB) | TEXT | st.sampled_from(VOCAB).map(str.lower) | st.sampled_from(VOCAB).map(
+    lambda v: v.split()[-1] if v.split() else v) | st.sampled_from(VOCAB).map(lambda v: v.lower().replace(" ", "-")))
+def test_query_hits_answers_like_query_info(query: str, conformance_brain: BrainIndex) -> None:
+    """``query_hits`` (the relevance test's question, nothing built or cached) against the ids of
+    ``query_info``, with the query cache cold and warm."""
+    conformance_brain._query_cache.pop(query, None)
+    cold = conformance_brain.query_hits(query)
+    info = conformance_brain.query_info(query)
+    assert cold == bool(info[3] or info[4])
+    assert conformance_brain.query_hits(query) == cold
+
+
+def test_query_hits_finds_pages_by_every_arm(conformance_brain: BrainIndex) -> None:
+    hits = [q for q in VOCAB if conformance_brain.query_hits(q)]
+    assert len(hits) > len(VOCAB) // 4, hits
+
+
+@settings(max_examples=1000, deadline=None)
+@given(weights=st.lists(st.sampled_from([-1.25, -1.0, -0.5, -0.35, -0.0, 0.0]) | st.floats(-3, 0), max_size=60),
+       cap=st.integers(1, 40), picks=st.sets(st.integers(0, 59)))
+def test_the_kept_in_the_top_are_those_of_the_sorted_cut(weights: list[float], cap: int, picks: set[int]) -> None:
+    """``_kept_in_top`` counts the keys before each kept entry instead of sorting them all; equal
+    weights (ties broken by ``order``) included."""
+    from pipeline.core.window import _NORM, _kept_in_top
+
+    keyed = []
+    for order, weight in enumerate(weights):
+        entry: list[Any] = [None] * 9
+        entry[_NORM] = f"n{order}"
+        keyed.append((weight, order, entry))
+    only = frozenset(f"n{k}" for k in picks)
+    expected = [e[_NORM] for _, _, e in sorted(keyed)[:cap] if e[_NORM] in only]
+    assert [c.norm for c in _kept_in_top(keyed, cap, only)] == expected
