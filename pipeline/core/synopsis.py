@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Final
 
 from pipeline.core.fences import strip_every_facts_fence_world, strip_every_takes_fence
 from pipeline.core.jscompat import JS_WS, utf16_len, utf16_prefix
@@ -60,7 +61,7 @@ def safe_synopsis(compiled_truth: str | None, frontmatter: Mapping[str, object] 
     """First sentence of the summary or of the first prose line, whitespace-collapsed, ≤160 units."""
     summary = frontmatter.get("summary") if isinstance(frontmatter, Mapping) else None
     if isinstance(summary, str) and summary.strip(JS_WHITESPACE):
-        return clip(collapse_whitespace(summary))
+        return clip_collapsed(summary)
     body = compiled_truth or ""
     if not body:
         return ""
@@ -72,7 +73,28 @@ def safe_synopsis(compiled_truth: str | None, frontmatter: Mapping[str, object] 
             return ""
     end = _SENTENCE_END_RE.search(line)
     sentence = line[: end.start() + 1] if end else line
-    return clip(collapse_whitespace(sentence))
+    return clip_collapsed(sentence)
+
+
+_HEAD: Final = 4 * SYNOPSIS_MAX
+"""How much of a long text :func:`clip_collapsed` collapses first."""
+
+
+def clip_collapsed(text: str) -> str:
+    """``clip(collapse_whitespace(text))``, collapsing only the head of a long text when that head
+    already collapses to more than :data:`SYNOPSIS_MAX` units.
+
+    A page's first line without a sentence break can be its whole first paragraph, and collapsing
+    its whitespace with the regex was a good part of that page's first synopsis, for 159 units
+    kept. The collapsed head is a prefix of the collapsed text (each whitespace run of the head
+    becomes the same single space, a run cut at the end is trimmed where the whole text goes on
+    after it), so when it is longer than the limit both clip to the same first ``limit - 1`` units.
+    ``tests/unit/core/test_properties.py`` compares this with the two steps."""
+    if len(text) > _HEAD:
+        head = collapse_whitespace(text[:_HEAD])
+        if utf16_len(head) > SYNOPSIS_MAX:
+            return clip(head)
+    return clip(collapse_whitespace(text))
 
 
 def first_prose_line(text: str, limit: int) -> str | None:

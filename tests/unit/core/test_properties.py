@@ -490,6 +490,47 @@ def test_utf16_length_is_the_length_of_the_utf16_encoding(text: str) -> None:
     assert utf16_len(text) == len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
+def _utf16_prefix_by_characters(text: str, units: int) -> str:
+    """``utf16_prefix`` as it was: the characters of ``text`` one by one while they fit."""
+    out: list[str] = []
+    used = 0
+    for ch in text:
+        width = 2 if ch > "\uffff" else 1
+        if used + width > units:
+            break
+        out.append(ch)
+        used += width
+    return "".join(out)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(["a", " ", "é", "\uffff", "\U00010000", "\U0001d400", "田", "\ud800"]),
+                    max_size=14) | st.text(max_size=14), units=st.integers(0, 16))
+def test_the_utf16_prefix_keeps_the_characters_that_fit(text: str, units: int) -> None:
+    """``utf16_prefix`` slices when its head has no astral character (found by the length of its
+    encoding); it must keep what the walk over the characters keeps."""
+    from pipeline.core.jscompat import utf16_prefix
+
+    assert utf16_prefix(text, units) == _utf16_prefix_by_characters(text, units)
+
+
+LONG_LINE = st.lists(st.sampled_from(["word", " ", "  ", "\t", "\u00a0", "é", "\U0001d400", "田中", ".", "x" * 37,
+                                      " " * 50, "\u3000"]), max_size=400).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=LONG_LINE | st.text(max_size=20))
+@example(text="a" * 639 + " " * 700 + "b")
+@example(text=" " * 700 + "b")
+@example(text="\U0001d400" * 200)
+def test_a_long_text_clips_from_its_collapsed_head_as_from_the_whole(text: str) -> None:
+    """``clip_collapsed`` collapses only the head of a long text when that is enough; it must give
+    ``clip(collapse_whitespace(text))``."""
+    from pipeline.core.synopsis import clip, clip_collapsed
+
+    assert clip_collapsed(text) == clip(collapse_whitespace(text))
+
+
 UNICODE_WORDS = st.text(alphabet=st.sampled_from(list("aZé\u0301ÉßǅʰΩωдЖ田カ가٣²Ⅳ'’@-_ .,\u00a0\u2028x1")), max_size=40)
 
 
