@@ -12,7 +12,14 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from pipeline.core.fences import strip_every_facts_fence_world, strip_every_takes_fence
+from pipeline.core.fences import (
+    FACTS_BEGIN,
+    FACTS_END,
+    HEADER_10,
+    HEADER_14,
+    parse_facts,
+    strip_every_takes_fence,
+)
 from pipeline.core.jscompat import JS_WS, utf16_len, utf16_prefix
 from pipeline.core.normalize import JS_WHITESPACE, collapse_whitespace
 
@@ -67,7 +74,7 @@ def safe_synopsis(compiled_truth: str | None, frontmatter: Mapping[str, object] 
         return ""
     line = first_prose_line(body, untouched_lines_end(body))
     if line is None:
-        stripped = strip_dash_block(strip_every_facts_fence_world(strip_every_takes_fence(body)))
+        stripped = strip_dash_block(facts_stripped_head(strip_every_takes_fence(body)))
         line = first_prose_line(stripped, len(stripped) + 1)
         if line is None:
             return ""
@@ -95,6 +102,32 @@ def clip_collapsed(text: str) -> str:
         if utf16_len(head) > SYNOPSIS_MAX:
             return clip(head)
     return clip(collapse_whitespace(text))
+
+
+def facts_stripped_head(body: str) -> str:
+    """:func:`~pipeline.core.fences.strip_every_facts_fence_world` of ``body`` up to the header line
+    of its first re-rendered facts fence, which is all of it a synopsis can read.
+
+    Every fence was parsed and rendered whole again, rows and later fences included, and that was
+    most of the cost of a synopsis under a fence. But the rendered header line (``| # | claim …``)
+    is prose, so the first prose line is that line or one before it; the dash block that
+    :func:`strip_dash_block` removes next opens at a line start, so it either opens before the
+    fence and closes at the latest in its begin marker (``<!---`` holds a ``---``) or opens after
+    the header line: either way the lines up to that header are the same as in the whole stripped
+    body. The header itself depends on whether any world row has a typed-claim field (14 columns or
+    10), which needs a row of 11 cells or more, so a pipe count rules it out before any parse. An
+    unterminated first fence is cut to the end of the body, as before. ``tests/unit/core/
+    test_properties.py`` compares the synopsis with the one of the fully stripped body."""
+    begin = body.find(FACTS_BEGIN)
+    if begin == -1:
+        return body
+    end = body.find(FACTS_END, begin + len(FACTS_BEGIN))
+    if end == -1:
+        return body[:begin]
+    fence = body[begin : end + len(FACTS_END)]
+    typed = max(line.count("|") for line in fence.split("\n")) > 10 and any(
+        f.typed for f in parse_facts(fence) if f.visibility == "world")
+    return body[:begin] + FACTS_BEGIN + "\n" + (HEADER_14 if typed else HEADER_10)
 
 
 def first_prose_line(text: str, limit: int) -> str | None:

@@ -652,6 +652,30 @@ def test_a_synopsis_read_before_any_fence_is_the_synopsis_of_the_stripped_body(b
     assert safe_synopsis(body, {}) == _reference_synopsis_of_body(body)
 
 
+_TYPED_PRIVATE_ROW = "| 4 | Typed private. | fact | 1.0 | private | high |  |  |  |  | arr | 7 | USD | 2026 |\n"
+_PIPES_ROW = "| 5 | a \\| b \\| c | fact | 0.5 | world | low |  |  |  |  |  |  |\n"
+
+
+@settings(max_examples=3000, deadline=None)
+@given(body=st.lists(BODY_PIECES | st.sampled_from([_TYPED_PRIVATE_ROW, _PIPES_ROW]), max_size=16).map("".join)
+       | st.lists(st.lists(BODY_PIECES, max_size=3).map("".join), max_size=8).map("\n".join))
+@example(body="<!--- gbrain:facts:begin -->\n" + _HEADER + _TYPED_ROW + "<!--- gbrain:facts:end -->")
+@example(body="<!--- gbrain:facts:begin -->\n" + _HEADER + _TYPED_PRIVATE_ROW + "<!--- gbrain:facts:end -->")
+@example(body="---\nx<!--- gbrain:facts:begin -->\n" + _HEADER + _WORLD_ROW + "<!--- gbrain:facts:end -->\n---\nz")
+@example(body="\n\n<!--- gbrain:facts:begin -->" + _PIPES_ROW + "<!--- gbrain:facts:end -->\n---\nProse.\n---\n")
+def test_the_head_of_the_facts_stripped_body_holds_its_first_prose_line(body: str) -> None:
+    """``facts_stripped_head`` renders the first facts fence's header line only (and nothing after
+    it); the first prose line after the dash block must be the one of the body with every fence
+    rendered whole."""
+    from pipeline.core.fences import strip_every_facts_fence_world, strip_every_takes_fence
+    from pipeline.core.synopsis import facts_stripped_head, first_prose_line, strip_dash_block
+
+    taken = strip_every_takes_fence(body)
+    whole = strip_dash_block(strip_every_facts_fence_world(taken))
+    head = strip_dash_block(facts_stripped_head(taken))
+    assert first_prose_line(head, len(head) + 1) == first_prose_line(whole, len(whole) + 1)
+
+
 @settings(max_examples=2000, deadline=None)
 @given(word=UNICODE_WORDS | ASCII_TEXT | st.sampled_from(["ok", "abc", "The", "a1b2", "thanks", "tuesday", "x" * 40])
        | st.text(alphabet=st.sampled_from(list("aZ9'@-_.,()!\"/")), max_size=10))
