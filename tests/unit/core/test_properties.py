@@ -150,8 +150,18 @@ def test_max_pages_nonsense_means_three(raw: Any) -> None:
     assert clamp_max_pages(raw) == 3
 
 
+def test_python_whitespace_is_js_whitespace_but_for_the_listed_characters() -> None:
+    """``collapse_whitespace`` splits with ``str.split`` a text without ``_PY_ONLY_SPACES`` or
+    U+FEFF: Python's whitespace must be JS whitespace, less U+FEFF, plus those, on every code point."""
+    from pipeline.core.normalize import _PY_ONLY_SPACES
+
+    python = {chr(cp) for cp in range(0x110000) if chr(cp).isspace()}
+    assert python == (set(JS_WHITESPACE) - {"\ufeff"}) | set(_PY_ONLY_SPACES)
+
+
 @settings(max_examples=1000, deadline=None)
-@given(text=st.text(alphabet=st.sampled_from(["a", "b", "\x1c", "\x85", "\u200b", *JS_WHITESPACE])))
+@given(text=st.text(alphabet=st.sampled_from(["a", "b", "\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\u200b", "é",
+                                               *JS_WHITESPACE])))
 def test_fast_collapse_check_is_sound(text: str) -> None:
     """``collapse_whitespace`` skips its regex only when that provably changes nothing: it must equal
     the plain ``s.replace(/\\s+/g, ' ').trim()``."""
@@ -585,11 +595,24 @@ def test_no_character_of_the_cjk_ranges_slugifies_to_anything() -> None:
             assert re.search("[a-z0-9]", unicodedata.normalize("NFKD", chr(cp).lower())) is None, hex(cp)
 
 
+def test_no_first_character_the_surname_test_decides_alone_is_misjudged() -> None:
+    """``_surname_token`` judges ``\\p{Lu}`` of an ASCII first character as A-Z and of one of the
+    extractor's CJK ranges as never: the regex must agree on each of those code points."""
+    from pipeline.core.extract import starts_uppercase
+
+    for start, end in ((0x0, 0x7F), (0x4E00, 0x9FFF), (0x3040, 0x30FF), (0xAC00, 0xD7AF)):
+        for cp in range(start, end + 1):
+            assert starts_uppercase(chr(cp) + "x") == ("A" <= chr(cp) <= "Z"), hex(cp)
+
+
 @settings(max_examples=2000, deadline=None)
 @given(query=SLUG_TEXT)
 @example(query="Lee")
 @example(query="Le\x0be")
 @example(query="Lé\x1ce")
+@example(query="田中さん")
+@example(query="Éva")
+@example(query="Ab")
 def test_the_ascii_surname_test_answers_like_the_regexes(query: str) -> None:
     """The surname token's ASCII shortcut against the reference's tests (JS ``\\s``, UTF-16 length, ``\\p{Lu}``)."""
     from pipeline.core.brain import _surname_token
