@@ -578,6 +578,16 @@ def test_slugify_gives_what_every_step_gives(text: str) -> None:
 
 
 @settings(max_examples=1000, deadline=None)
+@given(text=st.text(alphabet=st.characters(max_codepoint=127), max_size=16))
+@example(text="--A-b--")
+def test_the_ascii_slug_is_the_substitution(text: str) -> None:
+    """``_ascii_slug`` (a byte table, split and join) against the substitution it replaces."""
+    from pipeline.core.normalize import _ascii_slug
+
+    assert _ascii_slug(text) == re.sub("[^a-z0-9]+", "-", text).strip("-")
+
+
+@settings(max_examples=1000, deadline=None)
 @given(text=SLUG_TEXT | st.text(alphabet=st.sampled_from(list(JS_WHITESPACE + "ab \x1c\x1f\x85\u200b")), max_size=6))
 def test_has_whitespace_answers_like_the_js_whitespace_regex(text: str) -> None:
     from pipeline.core import extract
