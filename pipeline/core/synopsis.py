@@ -18,6 +18,7 @@ from pipeline.core.fences import (
     HEADER_10,
     HEADER_14,
     parse_facts,
+    parse_row_cells,
     strip_every_takes_fence,
 )
 from pipeline.core.jscompat import JS_WS, utf16_len, utf16_prefix
@@ -115,7 +116,7 @@ def facts_stripped_head(body: str) -> str:
     fence and closes at the latest in its begin marker (``<!---`` holds a ``---``) or opens after
     the header line: either way the lines up to that header are the same as in the whole stripped
     body. The header itself depends on whether any world row has a typed-claim field (14 columns or
-    10), which needs a row of 11 cells or more, so a pipe count rules it out before any parse. An
+    10), which :func:`may_have_typed_world_row` mostly rules out before any parse. An
     unterminated first fence is cut to the end of the body, as before. ``tests/unit/core/
     test_properties.py`` compares the synopsis with the one of the fully stripped body."""
     begin = body.find(FACTS_BEGIN)
@@ -125,9 +126,24 @@ def facts_stripped_head(body: str) -> str:
     if end == -1:
         return body[:begin]
     fence = body[begin : end + len(FACTS_END)]
-    typed = max(line.count("|") for line in fence.split("\n")) > 10 and any(
+    typed = may_have_typed_world_row(fence) and any(
         f.typed for f in parse_facts(fence) if f.visibility == "world")
     return body[:begin] + FACTS_BEGIN + "\n" + (HEADER_14 if typed else HEADER_10)
+
+
+def may_have_typed_world_row(fence: str) -> bool:
+    """False when no row of the facts ``fence`` (markers included) can parse to a world fact with a
+    typed-claim field: that needs a row whose visibility cell is ``world`` in any case (so its
+    lowercase holds ``world``) with a non-blank cell from the eleventh on (so more than 10 pipes).
+    Most fences have none, but typed private rows or empty typed columns, and their full parse was
+    most of the synopsis under them. ``tests/unit/core/test_properties.py`` checks it is never False
+    for a fence with such a row."""
+    for line in fence[len(FACTS_BEGIN) : len(fence) - len(FACTS_END)].split("\n"):
+        if line.count("|") > 10 and "world" in line.lower():
+            cells = parse_row_cells(line)
+            if cells is not None and any(cell.strip(JS_WHITESPACE) for cell in cells[10:14]):
+                return True
+    return False
 
 
 def first_prose_line(text: str, limit: int) -> str | None:

@@ -709,6 +709,24 @@ def test_the_head_of_the_facts_stripped_body_holds_its_first_prose_line(body: st
     assert first_prose_line(head, len(head) + 1) == first_prose_line(whole, len(whole) + 1)
 
 
+@settings(max_examples=3000, deadline=None)
+@given(rows=st.lists(BODY_PIECES | st.sampled_from([_TYPED_PRIVATE_ROW, _PIPES_ROW, _TYPED_ROW.replace("world", "WoRlD"),
+                                                     "| 6 | x | fact | 0.5 | world | low | | | | | | 0 | | |\n"]),
+                     max_size=8).map("".join))
+@example(rows=_HEADER + _TYPED_ROW)
+@example(rows="\n" + _HEADER + _TYPED_ROW.replace("world", "WoRlD"))
+@example(rows=_HEADER + _TYPED_PRIVATE_ROW)
+def test_a_fence_with_a_typed_world_fact_may_have_one(rows: str) -> None:
+    """``may_have_typed_world_row`` may say True for nothing, never False for a fence whose parse
+    has a typed world fact (the 14-column header depends on it)."""
+    from pipeline.core.fences import FACTS_BEGIN, FACTS_END, parse_facts
+    from pipeline.core.synopsis import may_have_typed_world_row
+
+    fence = FACTS_BEGIN + rows + FACTS_END
+    if any(f.typed for f in parse_facts(fence) if f.visibility == "world"):
+        assert may_have_typed_world_row(fence)
+
+
 @settings(max_examples=2000, deadline=None)
 @given(word=UNICODE_WORDS | ASCII_TEXT | st.sampled_from(["ok", "abc", "The", "a1b2", "thanks", "tuesday", "x" * 40])
        | st.text(alphabet=st.sampled_from(list("aZ9'@-_.,()!\"/")), max_size=10))
