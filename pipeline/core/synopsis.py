@@ -67,7 +67,8 @@ def clip(text: str, limit: int = SYNOPSIS_MAX) -> str:
 
 def safe_synopsis(compiled_truth: str | None, frontmatter: Mapping[str, object] | None) -> str:
     """First sentence of the summary or of the first prose line, whitespace-collapsed, ≤160 units."""
-    summary = frontmatter.get("summary") if isinstance(frontmatter, Mapping) else None
+    # A dict (every parsed frontmatter) first: the ABC's isinstance was a tenth of a first synopsis.
+    summary = frontmatter.get("summary") if type(frontmatter) is dict or isinstance(frontmatter, Mapping) else None
     if isinstance(summary, str) and summary.strip(JS_WHITESPACE):
         return clip_collapsed(summary)
     body = compiled_truth or ""
