@@ -538,10 +538,20 @@ static PyObject *ascii_weak(PyObject *token) {
         return X.not_weak;
     }
     if (strchr("\"'`[(", s[0]) != NULL || strchr("\"'`])", s[n - 1]) != NULL) return NULL;
-    char buf[SIGHT_MAX];
-    for (Py_ssize_t i = 0; i < n; i++) buf[i] = (s[i] >= 'A' && s[i] <= 'Z') ? (char)(s[i] + 32) : s[i];
-    PyObject *norm = ascii_str(buf, n);
-    if (norm == NULL) return NULL;
+    /* The norm: the token itself when it is its own lowercase (most words), which also reuses the
+       hash its cache lookup computed; else its lowercase, made. */
+    int upper = 0;
+    for (Py_ssize_t i = 0; i < n; i++) upper |= s[i] >= 'A' && s[i] <= 'Z';
+    PyObject *norm;
+    if (!upper && n == len) {
+        Py_INCREF(token);
+        norm = token;
+    } else {
+        char buf[SIGHT_MAX];
+        for (Py_ssize_t i = 0; i < n; i++) buf[i] = (s[i] >= 'A' && s[i] <= 'Z') ? (char)(s[i] + 32) : s[i];
+        norm = ascii_str(buf, n);
+        if (norm == NULL) return NULL;
+    }
     int skip = PySet_Contains(X.stopwords, norm);
     if (skip == 0) skip = PySet_Contains(X.common_words, norm);
     if (skip != 0) {

@@ -408,7 +408,17 @@ def _surname_token(query: str, lowered: str) -> str | None:
                 not query.isprintable() and has_whitespace(query)):
             return None
         return lowered
-    # The capital first: most non-ASCII queries (CJK grams, lowercase words) fail it, in one regex call.
-    if not starts_uppercase(query) or has_whitespace(query) or utf16_len(query) < 3:
+    # The capital first: most non-ASCII queries (CJK grams, lowercase words) fail it. ``\\p{Lu}`` of
+    # the first character only: an ASCII one is A-Z, one of the extractor's CJK ranges never is
+    # (tests/unit/core/test_properties.py checks both on every code point), so the regex is asked
+    # only of another first character (a CJK gram was most of its calls).
+    first = query[:1]
+    if first < "\x80":
+        upper = "A" <= first <= "Z"
+    elif "\u4e00" <= first <= "\u9fff" or "\u3040" <= first <= "\u30ff" or "\uac00" <= first <= "\ud7af":
+        upper = False
+    else:
+        upper = starts_uppercase(query)
+    if not upper or has_whitespace(query) or utf16_len(query) < 3:
         return None
     return lowered

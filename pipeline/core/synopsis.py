@@ -10,8 +10,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Final
 
-from pipeline.core.fences import strip_every_facts_fence_world, strip_every_takes_fence
+from pipeline.core.fences import (
+    FACTS_BEGIN,
+    FACTS_END,
+    HEADER_10,
+    HEADER_14,
+    parse_facts,
+    parse_row_cells,
+    strip_every_takes_fence,
+)
 from pipeline.core.jscompat import JS_WS, utf16_len, utf16_prefix
 from pipeline.core.normalize import JS_WHITESPACE, collapse_whitespace
 
@@ -58,21 +67,84 @@ def clip(text: str, limit: int = SYNOPSIS_MAX) -> str:
 
 def safe_synopsis(compiled_truth: str | None, frontmatter: Mapping[str, object] | None) -> str:
     """First sentence of the summary or of the first prose line, whitespace-collapsed, ≤160 units."""
-    summary = frontmatter.get("summary") if isinstance(frontmatter, Mapping) else None
+    # A dict (every parsed frontmatter) first: the ABC's isinstance was a tenth of a first synopsis.
+    summary = frontmatter.get("summary") if type(frontmatter) is dict or isinstance(frontmatter, Mapping) else None
     if isinstance(summary, str) and summary.strip(JS_WHITESPACE):
-        return clip(collapse_whitespace(summary))
+        return clip_collapsed(summary)
     body = compiled_truth or ""
     if not body:
         return ""
     line = first_prose_line(body, untouched_lines_end(body))
     if line is None:
-        stripped = strip_dash_block(strip_every_facts_fence_world(strip_every_takes_fence(body)))
+        stripped = strip_dash_block(facts_stripped_head(strip_every_takes_fence(body)))
         line = first_prose_line(stripped, len(stripped) + 1)
         if line is None:
             return ""
     end = _SENTENCE_END_RE.search(line)
     sentence = line[: end.start() + 1] if end else line
-    return clip(collapse_whitespace(sentence))
+    return clip_collapsed(sentence)
+
+
+_HEAD: Final = 4 * SYNOPSIS_MAX
+"""How much of a long text :func:`clip_collapsed` collapses first."""
+
+
+def clip_collapsed(text: str) -> str:
+    """``clip(collapse_whitespace(text))``, collapsing only the head of a long text when that head
+    already collapses to more than :data:`SYNOPSIS_MAX` units.
+
+    A page's first line without a sentence break can be its whole first paragraph, and collapsing
+    its whitespace with the regex was a good part of that page's first synopsis, for 159 units
+    kept. The collapsed head is a prefix of the collapsed text (each whitespace run of the head
+    becomes the same single space, a run cut at the end is trimmed where the whole text goes on
+    after it), so when it is longer than the limit both clip to the same first ``limit - 1`` units.
+    ``tests/unit/core/test_properties.py`` compares this with the two steps."""
+    if len(text) > _HEAD:
+        head = collapse_whitespace(text[:_HEAD])
+        if utf16_len(head) > SYNOPSIS_MAX:
+            return clip(head)
+    return clip(collapse_whitespace(text))
+
+
+def facts_stripped_head(body: str) -> str:
+    """:func:`~pipeline.core.fences.strip_every_facts_fence_world` of ``body`` up to the header line
+    of its first re-rendered facts fence, which is all of it a synopsis can read.
+
+    Every fence was parsed and rendered whole again, rows and later fences included, and that was
+    most of the cost of a synopsis under a fence. But the rendered header line (``| # | claim …``)
+    is prose, so the first prose line is that line or one before it; the dash block that
+    :func:`strip_dash_block` removes next opens at a line start, so it either opens before the
+    fence and closes at the latest in its begin marker (``<!---`` holds a ``---``) or opens after
+    the header line: either way the lines up to that header are the same as in the whole stripped
+    body. The header itself depends on whether any world row has a typed-claim field (14 columns or
+    10), which :func:`may_have_typed_world_row` mostly rules out before any parse. An
+    unterminated first fence is cut to the end of the body, as before. ``tests/unit/core/
+    test_properties.py`` compares the synopsis with the one of the fully stripped body."""
+    begin = body.find(FACTS_BEGIN)
+    if begin == -1:
+        return body
+    end = body.find(FACTS_END, begin + len(FACTS_BEGIN))
+    if end == -1:
+        return body[:begin]
+    fence = body[begin : end + len(FACTS_END)]
+    typed = may_have_typed_world_row(fence) and any(
+        f.typed for f in parse_facts(fence) if f.visibility == "world")
+    return body[:begin] + FACTS_BEGIN + "\n" + (HEADER_14 if typed else HEADER_10)
+
+
+def may_have_typed_world_row(fence: str) -> bool:
+    """False when no row of the facts ``fence`` (markers included) can parse to a world fact with a
+    typed-claim field: that needs a row whose visibility cell is ``world`` in any case (so its
+    lowercase holds ``world``) with a non-blank cell from the eleventh on (so more than 10 pipes).
+    Most fences have none, but typed private rows or empty typed columns, and their full parse was
+    most of the synopsis under them. ``tests/unit/core/test_properties.py`` checks it is never False
+    for a fence with such a row."""
+    for line in fence[len(FACTS_BEGIN) : len(fence) - len(FACTS_END)].split("\n"):
+        if line.count("|") > 10 and "world" in line.lower():
+            cells = parse_row_cells(line)
+            if cells is not None and any(cell.strip(JS_WHITESPACE) for cell in cells[10:14]):
+                return True
+    return False
 
 
 def first_prose_line(text: str, limit: int) -> str | None:

@@ -150,8 +150,18 @@ def test_max_pages_nonsense_means_three(raw: Any) -> None:
     assert clamp_max_pages(raw) == 3
 
 
+def test_python_whitespace_is_js_whitespace_but_for_the_listed_characters() -> None:
+    """``collapse_whitespace`` splits with ``str.split`` a text without ``_PY_ONLY_SPACES`` or
+    U+FEFF: Python's whitespace must be JS whitespace, less U+FEFF, plus those, on every code point."""
+    from pipeline.core.normalize import _PY_ONLY_SPACES
+
+    python = {chr(cp) for cp in range(0x110000) if chr(cp).isspace()}
+    assert python == (set(JS_WHITESPACE) - {"\ufeff"}) | set(_PY_ONLY_SPACES)
+
+
 @settings(max_examples=1000, deadline=None)
-@given(text=st.text(alphabet=st.sampled_from(["a", "b", "\x1c", "\x85", "\u200b", *JS_WHITESPACE])))
+@given(text=st.text(alphabet=st.sampled_from(["a", "b", "\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\u200b", "é",
+                                               *JS_WHITESPACE])))
 def test_fast_collapse_check_is_sound(text: str) -> None:
     """``collapse_whitespace`` skips its regex only when that provably changes nothing: it must equal
     the plain ``s.replace(/\\s+/g, ' ').trim()``."""
@@ -490,6 +500,47 @@ def test_utf16_length_is_the_length_of_the_utf16_encoding(text: str) -> None:
     assert utf16_len(text) == len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
+def _utf16_prefix_by_characters(text: str, units: int) -> str:
+    """``utf16_prefix`` as it was: the characters of ``text`` one by one while they fit."""
+    out: list[str] = []
+    used = 0
+    for ch in text:
+        width = 2 if ch > "\uffff" else 1
+        if used + width > units:
+            break
+        out.append(ch)
+        used += width
+    return "".join(out)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(["a", " ", "é", "\uffff", "\U00010000", "\U0001d400", "田", "\ud800"]),
+                    max_size=14) | st.text(max_size=14), units=st.integers(0, 16))
+def test_the_utf16_prefix_keeps_the_characters_that_fit(text: str, units: int) -> None:
+    """``utf16_prefix`` slices when its head has no astral character (found by the length of its
+    encoding); it must keep what the walk over the characters keeps."""
+    from pipeline.core.jscompat import utf16_prefix
+
+    assert utf16_prefix(text, units) == _utf16_prefix_by_characters(text, units)
+
+
+LONG_LINE = st.lists(st.sampled_from(["word", " ", "  ", "\t", "\u00a0", "é", "\U0001d400", "田中", ".", "x" * 37,
+                                      " " * 50, "\u3000"]), max_size=400).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=LONG_LINE | st.text(max_size=20))
+@example(text="a" * 639 + " " * 700 + "b")
+@example(text=" " * 700 + "b")
+@example(text="\U0001d400" * 200)
+def test_a_long_text_clips_from_its_collapsed_head_as_from_the_whole(text: str) -> None:
+    """``clip_collapsed`` collapses only the head of a long text when that is enough; it must give
+    ``clip(collapse_whitespace(text))``."""
+    from pipeline.core.synopsis import clip, clip_collapsed
+
+    assert clip_collapsed(text) == clip(collapse_whitespace(text))
+
+
 UNICODE_WORDS = st.text(alphabet=st.sampled_from(list("aZé\u0301ÉßǅʰΩωдЖ田カ가٣²Ⅳ'’@-_ .,\u00a0\u2028x1")), max_size=40)
 
 
@@ -527,6 +578,16 @@ def test_slugify_gives_what_every_step_gives(text: str) -> None:
 
 
 @settings(max_examples=1000, deadline=None)
+@given(text=st.text(alphabet=st.characters(max_codepoint=127), max_size=16))
+@example(text="--A-b--")
+def test_the_ascii_slug_is_the_substitution(text: str) -> None:
+    """``_ascii_slug`` (a byte table, split and join) against the substitution it replaces."""
+    from pipeline.core.normalize import _ascii_slug
+
+    assert _ascii_slug(text) == re.sub("[^a-z0-9]+", "-", text).strip("-")
+
+
+@settings(max_examples=1000, deadline=None)
 @given(text=SLUG_TEXT | st.text(alphabet=st.sampled_from(list(JS_WHITESPACE + "ab \x1c\x1f\x85\u200b")), max_size=6))
 def test_has_whitespace_answers_like_the_js_whitespace_regex(text: str) -> None:
     from pipeline.core import extract
@@ -544,11 +605,24 @@ def test_no_character_of_the_cjk_ranges_slugifies_to_anything() -> None:
             assert re.search("[a-z0-9]", unicodedata.normalize("NFKD", chr(cp).lower())) is None, hex(cp)
 
 
+def test_no_first_character_the_surname_test_decides_alone_is_misjudged() -> None:
+    """``_surname_token`` judges ``\\p{Lu}`` of an ASCII first character as A-Z and of one of the
+    extractor's CJK ranges as never: the regex must agree on each of those code points."""
+    from pipeline.core.extract import starts_uppercase
+
+    for start, end in ((0x0, 0x7F), (0x4E00, 0x9FFF), (0x3040, 0x30FF), (0xAC00, 0xD7AF)):
+        for cp in range(start, end + 1):
+            assert starts_uppercase(chr(cp) + "x") == ("A" <= chr(cp) <= "Z"), hex(cp)
+
+
 @settings(max_examples=2000, deadline=None)
 @given(query=SLUG_TEXT)
 @example(query="Lee")
 @example(query="Le\x0be")
 @example(query="Lé\x1ce")
+@example(query="田中さん")
+@example(query="Éva")
+@example(query="Ab")
 def test_the_ascii_surname_test_answers_like_the_regexes(query: str) -> None:
     """The surname token's ASCII shortcut against the reference's tests (JS ``\\s``, UTF-16 length, ``\\p{Lu}``)."""
     from pipeline.core.brain import _surname_token
@@ -609,6 +683,48 @@ def test_a_synopsis_read_before_any_fence_is_the_synopsis_of_the_stripped_body(b
     from pipeline.core.synopsis import safe_synopsis
 
     assert safe_synopsis(body, {}) == _reference_synopsis_of_body(body)
+
+
+_TYPED_PRIVATE_ROW = "| 4 | Typed private. | fact | 1.0 | private | high |  |  |  |  | arr | 7 | USD | 2026 |\n"
+_PIPES_ROW = "| 5 | a \\| b \\| c | fact | 0.5 | world | low |  |  |  |  |  |  |\n"
+
+
+@settings(max_examples=3000, deadline=None)
+@given(body=st.lists(BODY_PIECES | st.sampled_from([_TYPED_PRIVATE_ROW, _PIPES_ROW]), max_size=16).map("".join)
+       | st.lists(st.lists(BODY_PIECES, max_size=3).map("".join), max_size=8).map("\n".join))
+@example(body="<!--- gbrain:facts:begin -->\n" + _HEADER + _TYPED_ROW + "<!--- gbrain:facts:end -->")
+@example(body="<!--- gbrain:facts:begin -->\n" + _HEADER + _TYPED_PRIVATE_ROW + "<!--- gbrain:facts:end -->")
+@example(body="---\nx<!--- gbrain:facts:begin -->\n" + _HEADER + _WORLD_ROW + "<!--- gbrain:facts:end -->\n---\nz")
+@example(body="\n\n<!--- gbrain:facts:begin -->" + _PIPES_ROW + "<!--- gbrain:facts:end -->\n---\nProse.\n---\n")
+def test_the_head_of_the_facts_stripped_body_holds_its_first_prose_line(body: str) -> None:
+    """``facts_stripped_head`` renders the first facts fence's header line only (and nothing after
+    it); the first prose line after the dash block must be the one of the body with every fence
+    rendered whole."""
+    from pipeline.core.fences import strip_every_facts_fence_world, strip_every_takes_fence
+    from pipeline.core.synopsis import facts_stripped_head, first_prose_line, strip_dash_block
+
+    taken = strip_every_takes_fence(body)
+    whole = strip_dash_block(strip_every_facts_fence_world(taken))
+    head = strip_dash_block(facts_stripped_head(taken))
+    assert first_prose_line(head, len(head) + 1) == first_prose_line(whole, len(whole) + 1)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(rows=st.lists(BODY_PIECES | st.sampled_from([_TYPED_PRIVATE_ROW, _PIPES_ROW, _TYPED_ROW.replace("world", "WoRlD"),
+                                                     "| 6 | x | fact | 0.5 | world | low | | | | | | 0 | | |\n"]),
+                     max_size=8).map("".join))
+@example(rows=_HEADER + _TYPED_ROW)
+@example(rows="\n" + _HEADER + _TYPED_ROW.replace("world", "WoRlD"))
+@example(rows=_HEADER + _TYPED_PRIVATE_ROW)
+def test_a_fence_with_a_typed_world_fact_may_have_one(rows: str) -> None:
+    """``may_have_typed_world_row`` may say True for nothing, never False for a fence whose parse
+    has a typed world fact (the 14-column header depends on it)."""
+    from pipeline.core.fences import FACTS_BEGIN, FACTS_END, parse_facts
+    from pipeline.core.synopsis import may_have_typed_world_row
+
+    fence = FACTS_BEGIN + rows + FACTS_END
+    if any(f.typed for f in parse_facts(fence) if f.visibility == "world"):
+        assert may_have_typed_world_row(fence)
 
 
 @settings(max_examples=2000, deadline=None)
