@@ -26,7 +26,9 @@ import shutil
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -67,21 +69,18 @@ def clean() -> None:
     STAMP.unlink(missing_ok=True)
 
 
-def build() -> bool:
-    from mypyc.build import mypycify  # only when building
+def _build_in_place(name: str, ext_modules: Callable[[], list[Any]]) -> None:
+    """Run setuptools' ``build_ext --inplace`` for ``ext_modules()`` (made from the project root, where
+    their relative paths point) with a throw-away build folder. A bare Distribution: setup() would
+    read the project's pyproject.toml, which is not this build."""
     from setuptools import Distribution
 
     cwd = os.getcwd()
-    tmp = tempfile.mkdtemp(prefix="volunteer-mypyc-")
+    tmp = tempfile.mkdtemp(prefix=f"volunteer-{name}-")
     os.chdir(ROOT)
     try:
-        modules = [str(p.relative_to(ROOT)) for p in sources()]
-        # A bare Distribution: setup() would read the project's pyproject.toml, which is not this build.
         with contextlib.redirect_stdout(io.StringIO()):  # mypyc's notes ("treating ... as list")
-            dist = Distribution({
-                "name": "pipeline-core-compiled",
-                "ext_modules": mypycify(["--ignore-missing-imports", *modules], opt_level="3", group_name=GROUP),
-            })
+            dist = Distribution({"name": f"pipeline-core-{name}", "ext_modules": ext_modules()})
             dist.script_args = ["-q", "build_ext", "--inplace", "--build-temp", tmp, "--build-lib", tmp]
             dist.parse_command_line()
             dist.run_commands()
@@ -89,27 +88,24 @@ def build() -> bool:
         os.chdir(cwd)
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(ROOT / "build" / "__mypyc_tmp", ignore_errors=True)
+
+
+def build() -> bool:
+    from mypyc.build import mypycify  # only when building
+
+    modules = [str(p.relative_to(ROOT)) for p in sources()]
+    _build_in_place("mypyc", lambda: list(mypycify(["--ignore-missing-imports", *modules], opt_level="3",
+                                                    group_name=GROUP)))
     return len(built_files()) == len(sources()) + 1
 
 
 def build_c_scanner() -> bool:
     """Compile ``pipeline/core/_cscan.c`` in place (plain C and the Python headers, nothing else)."""
-    from setuptools import Distribution, Extension
+    from setuptools import Extension
 
-    cwd = os.getcwd()
-    tmp = tempfile.mkdtemp(prefix="volunteer-cscan-")
-    os.chdir(ROOT)
-    try:
-        # -ffp-contract=off: the merge's weights must be the very doubles Python computes (no fused a*b+c).
-        ext = Extension(f"pipeline.core.{C_SCANNER}", [f"pipeline/core/{C_SCANNER}.c"], extra_compile_args=["-O2", "-ffp-contract=off"])
-        with contextlib.redirect_stdout(io.StringIO()):
-            dist = Distribution({"name": "pipeline-core-cscan", "ext_modules": [ext]})
-            dist.script_args = ["-q", "build_ext", "--inplace", "--build-temp", tmp, "--build-lib", tmp]
-            dist.parse_command_line()
-            dist.run_commands()
-    finally:
-        os.chdir(cwd)
-        shutil.rmtree(tmp, ignore_errors=True)
+    # -ffp-contract=off: the merge's weights must be the very doubles Python computes (no fused a*b+c).
+    _build_in_place("cscan", lambda: [Extension(f"pipeline.core.{C_SCANNER}", [f"pipeline/core/{C_SCANNER}.c"],
+                                                extra_compile_args=["-O2", "-ffp-contract=off"])])
     return c_scanner_file().exists()
 
 
