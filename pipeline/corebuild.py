@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 CORE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "core")
 STAMP_NAME = ".compiled-sources"
 PURE_ENV = "VOLUNTEER_PURE_CORE"
+C_SCANNER_ENV = "VOLUNTEER_C_SCANNER"
+"""``0``: the compiled build runs without its optional C scanner (the mypyc build alone), as on a
+machine where the scanner did not compile: for comparing the two, and for the tests of that build."""
+C_SCANNER_MODULE = "pipeline.core._cscan"
 _PREFIX = "pipeline.core."
 
 
@@ -104,6 +108,8 @@ class _CoreBuildFinder:
         if not name.startswith(_PREFIX):
             return None
         self.decide()
+        if name == C_SCANNER_MODULE and os.environ.get(C_SCANNER_ENV) == "0":
+            raise ModuleNotFoundError(f"No module named {name!r}: {C_SCANNER_ENV}=0", name=name)
         if not self.pure:
             return None
         source = os.path.join(CORE_DIR, name[len(_PREFIX):] + ".py")

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from pipeline.corebuild import CORE_DIR, PURE_ENV, core_build
+from pipeline.corebuild import C_SCANNER_ENV, CORE_DIR, PURE_ENV, core_build
 
 ROOT = Path(__file__).resolve().parents[3]
 SUITES = ["tests/unit/core/test_conformance.py", "tests/unit/core/test_spec_cases.py"]
 
 
-def _run(pure: bool) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, PURE_ENV: "1" if pure else "0"}
+def _run(pure: bool, c_scanner: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, PURE_ENV: "1" if pure else "0", C_SCANNER_ENV: "1" if c_scanner else "0"}
     probe = "import pipeline.corebuild as c; print(c.core_build())"
     build = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     suite = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SUITES],
@@ -59,6 +59,25 @@ def test_the_compiled_build_passes_the_conformance_suites_when_built() -> None:
     else:  # no compiler at set-up (or a source edited since): the plain modules answer, and say so
         assert first.startswith("pure Python"), first
     assert result.returncode == 0 and " passed" in result.stdout and "failed" not in result.stdout, result.stdout[-2000:]
+
+
+def test_the_mypyc_build_without_the_c_scanner_passes_the_conformance_suites() -> None:
+    """What a machine whose C scanner did not compile (or failed its smoke test) installs: the mypyc
+    build alone, switched on here with ``VOLUNTEER_C_SCANNER=0``."""
+    result = _run(pure=False, c_scanner=False)
+    first = result.stdout.splitlines()[0]
+    if _compiled_available() and "stale" not in first:
+        assert first == "compiled (mypyc)", first
+    else:
+        assert first.startswith("pure Python"), first
+    assert result.returncode == 0 and " passed" in result.stdout and "failed" not in result.stdout, result.stdout[-2000:]
+
+
+def test_the_c_scanner_is_left_out_when_switched_off() -> None:
+    env = {**os.environ, C_SCANNER_ENV: "0"}
+    probe = "from pipeline.core import extract, window; print(extract.C_SCANNER, window._c_merge is None)"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"], out.stdout
 
 
 def test_the_build_in_use_is_named() -> None:
