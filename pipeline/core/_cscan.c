@@ -253,19 +253,32 @@ static uint16_t classify_text(PyObject *text, uint16_t *f) {
     return seen;
 }
 
-/* scan(text) -> (handles, runs, run_starts, weak_tokens, cjk_runs): see the module comment. */
-static PyObject *scan(PyObject *self, PyObject *text) {
-    (void)self;
+/* The entry of scan() and extract(): checks that ``text`` is a str, and classifies its characters
+   into ``stack`` when they fit, else into a new buffer the caller frees (``f != stack``). Sets
+   ``*n`` and ``*seen`` (every class found); NULL with an exception set when it cannot. */
+static uint16_t *classified(PyObject *text, const char *who, uint16_t *stack, Py_ssize_t *n, uint16_t *seen) {
     if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "scan() takes a str");
+        PyErr_Format(PyExc_TypeError, "%s() takes a str", who);
         return NULL;
     }
     if (PyUnicode_READY(text) < 0) return NULL;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    uint16_t stack[STACK_CHARS];
-    uint16_t *f = n <= STACK_CHARS ? stack : PyMem_Malloc((size_t)n * sizeof(uint16_t));
-    if (f == NULL) return PyErr_NoMemory();
-    uint16_t seen = classify_text(text, f);
+    *n = PyUnicode_GET_LENGTH(text);
+    uint16_t *f = *n <= STACK_CHARS ? stack : PyMem_Malloc((size_t)*n * sizeof(uint16_t));
+    if (f == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    *seen = classify_text(text, f);
+    return f;
+}
+
+/* scan(text) -> (handles, runs, run_starts, weak_tokens, cjk_runs): see the module comment. */
+static PyObject *scan(PyObject *self, PyObject *text) {
+    (void)self;
+    Py_ssize_t n;
+    uint16_t stack[STACK_CHARS], seen;
+    uint16_t *f = classified(text, "scan", stack, &n, &seen);
+    if (f == NULL) return NULL;
     PyObject *handles = PyList_New(0), *runs = PyList_New(0), *starts = PyList_New(0);
     PyObject *tokens = PyList_New(0), *cjk = PyList_New(0), *result = NULL;
     if (handles == NULL || runs == NULL || starts == NULL || tokens == NULL || cjk == NULL) goto done;
@@ -665,16 +678,10 @@ static PyObject *extract(PyObject *self, PyObject *text) {
         PyErr_SetString(PyExc_RuntimeError, "_cscan.configure() was not called");
         return NULL;
     }
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "extract() takes a str");
-        return NULL;
-    }
-    if (PyUnicode_READY(text) < 0) return NULL;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    uint16_t stack[STACK_CHARS];
-    uint16_t *f = n <= STACK_CHARS ? stack : PyMem_Malloc((size_t)n * sizeof(uint16_t));
-    if (f == NULL) return PyErr_NoMemory();
-    uint16_t seen = classify_text(text, f);
+    Py_ssize_t n;
+    uint16_t stack[STACK_CHARS], seen;
+    uint16_t *f = classified(text, "extract", stack, &n, &seen);
+    if (f == NULL) return NULL;
     /* taken: the strong norms, then the weak ones too (Python's strong_norms | weak_seen: every test
        asks whether a norm is in either, and only weak and CJK norms are added after the strong). */
     PyObject *first = PyDict_New(), *mid = PySet_New(NULL), *out = PyList_New(0), *taken = PySet_New(NULL);
