@@ -13,8 +13,10 @@ bounces under sustained load). One run (:func:`run_one`):
    ``volunteer hook user-prompt`` every ~1.5 s for a fresh hook session;
 5. waits until the group has committed everything, then the verifier (:mod:`tests.reliability.verify`)
    judges table and topic against replay of exactly the produced turns, and the stall checker judges
-   every row's arrival: a row may wait for its turn's produce time, for the outages that overlapped
-   (PostgreSQL down, broker frozen), and for at most :data:`RECOVERY_BOUND_S` more.
+   every row's arrival (:func:`row_wait`): counted from its turn's produce time or from the latest
+   fault that began before the row arrived (an outage's end: nothing can arrive during it), a row
+   waits at most :data:`RECOVERY_BOUND_S`. The wait through every fault a row met in a row (only
+   outages discounted, :func:`compound_wait`) is reported beside it.
 
 A run's seed determines its plan (workers, workload, rate, faults and their moments); the moments
 are seconds after production starts, so a failing seed replays the same schedule, though not the
@@ -60,7 +62,8 @@ from topics.definitions import ensure_topics
 from topics.tansu_client import SESSION_TIMEOUT_S
 
 RECOVERY_BOUND_S = SESSION_TIMEOUT_S + 10.0
-"""The issue's bound: no row waits longer than this beyond its turn and the outages it overlapped."""
+"""The issue's bound: after its turn is produced, and after the latest fault it met, no row waits
+longer than this (a fault of a worker is detected after the session timeout; 10 s to recover)."""
 
 FAULT_KINDS = ("kill", "add", "pause", "broker-freeze", "pg-restart", "pg-slow")
 """``kill``: SIGKILL of a worker, restarted 0-2 s later; ``add``: a worker added while others run;
@@ -71,7 +74,8 @@ a black-holed link: connections stay open, nothing answers); ``pg-restart``: Pos
 0.1-0.5 s (a statement trigger) for 4-10 s."""
 
 OUTAGE_KINDS = ("broker-freeze", "pg-restart")
-"""Faults during which no row can arrive at all: their time is not counted against the bound."""
+"""Faults during which no row can arrive at all: their time is not counted against the bound, and the
+recovery they need is counted from their end (every other fault's from its start)."""
 
 HOOK_PROMPT = "Any news from Pinecrest Dynamics about the funding round?"
 HOOK_PREFIX = "hook-"
@@ -257,8 +261,10 @@ class RunResult:
     turns_sent: int = 0
     rows_checked: int = 0
     verdict: Verdict | None = None
-    worst_wait_s: float = 0.0
-    stalled: list[tuple[tuple[Any, ...], float]] = field(default_factory=list)
+    worst_wait_s: float = 0.0  # row_wait, the stall checker's measure
+    worst_compound_s: float = 0.0  # compound_wait: through every fault a row met
+    stalled: list[tuple[tuple[Any, ...], float, str]] = field(default_factory=list)  # (row, wait, when)
+    timeline: list[str] = field(default_factory=list)  # faults, in the workers' log clock (UTC)
     recoveries_s: list[float] = field(default_factory=list)
     faults_done: Counter[str] = field(default_factory=Counter)
     hooks: list[HookOutcome] = field(default_factory=list)
@@ -278,7 +284,7 @@ class RunResult:
         hooks = Counter("pages" if h.pages else "empty" for h in self.hooks)
         head = (f"{'ok  ' if self.ok else 'FAIL'} {self.plan.render()}\n"
                 f"     {self.turns_sent} turns, {self.rows_checked} rows checked, worst wait {self.worst_wait_s:.1f} s "
-                f"(bound {RECOVERY_BOUND_S:.0f} s), recoveries {[round(r, 1) for r in self.recoveries_s]}, hook calls "
+                f"(bound {RECOVERY_BOUND_S:.0f} s; through all faults {self.worst_compound_s:.1f} s), recoveries {[round(r, 1) for r in self.recoveries_s]}, hook calls "
                 f"{len(self.hooks)} ({hooks['pages']} with pages, {hooks['empty']} empty), load avg "
                 f"{self.load_avg:.1f}, {self.wall_s:.0f} s")
         if self.ok:
@@ -288,8 +294,10 @@ class RunResult:
             lines.append(f"     error: {self.error}")
         if self.verdict is not None and not self.verdict.exact:
             lines.append("     " + self.verdict.problems().replace("\n", "\n     "))
-        for ident, wait in self.stalled[:5]:
-            lines.append(f"     stalled: {ident} waited {wait:.1f} s")
+        for ident, wait, when in self.stalled[:5]:
+            lines.append(f"     stalled: {ident} waited {wait:.1f} s ({when})")
+        if self.stalled:
+            lines.extend(f"     {line}" for line in self.timeline)
         lines.extend(f"     hook: {p}" for p in self.hook_problems[:5])
         lines.append(f"     replay: {self.plan.replay}")
         return "\n".join(lines)
@@ -309,6 +317,7 @@ class Run:
         self.everyone: list[CampaignWorker] = []
         self.token = secrets.token_hex(32)
         self.outages: list[tuple[float, float]] = []  # (start, end) monotonic, OUTAGE_KINDS
+        self.anchors: list[float] = []  # where each fault's recovery is counted from (row_wait)
         self.fault_windows: list[tuple[float, float]] = []  # every fault, for the hook's accounting
         self.settings: Settings | None = None
         self.lock = threading.Lock()
@@ -404,8 +413,11 @@ class Run:
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         result.faults_done[kind] += 1
+        ended = time.monotonic()
         with self.lock:
-            self.fault_windows[slot] = (began, time.monotonic())
+            self.fault_windows[slot] = (began, ended)
+            self.anchors.append(ended if kind in OUTAGE_KINDS else began)
+        result.timeline.append(f"fault {kind} from {_utc(began)} to {_utc(ended)}")
 
     def call_hook(self, number: int, started_at: float) -> HookOutcome:
         live = self.live()
@@ -430,6 +442,15 @@ class Run:
         except (ValueError, KeyError, TypeError):
             pages = frozenset({f"<not a hook answer: {done.stdout[:100]!r}>"})
         return HookOutcome(began - started_at, pages, (ended - began) * 1000, done.returncode, done.stderr, in_fault)
+
+
+_WALL_OFFSET = time.time() - time.monotonic()
+
+
+def _utc(monotonic: float) -> str:
+    """A monotonic instant in the workers' log clock (UTC, to the millisecond)."""
+    wall = monotonic + _WALL_OFFSET
+    return time.strftime("%H:%M:%S", time.gmtime(wall)) + f".{int(wall * 1000) % 1000:03d}"
 
 
 def _overlap(start: float, end: float, windows: list[tuple[float, float]]) -> float:
@@ -492,7 +513,7 @@ def run_one(plan: RunPlan, *, brain: BrainIndex | None = None, load: bool = True
             result.verdict = verify(settings, expected, skip_sessions=(HOOK_PREFIX,))
             watcher.stopping.set()
             watcher.join(10)
-            _judge_waits(result, expected, workload, producer, watcher, the_run.outages)
+            _judge_waits(result, expected, workload, producer, watcher, the_run.outages, the_run.anchors)
             result.load_avg = os.getloadavg()[0]
     except Exception as exc:  # a failed run is a result: it prints its seed
         result.error = f"{type(exc).__name__}: {exc}\n" + traceback.format_exc(limit=-3)
@@ -505,7 +526,7 @@ def run_one(plan: RunPlan, *, brain: BrainIndex | None = None, load: bool = True
         result.logs = [w.log() for w in the_run.everyone]
         result.warnings_late = sum(log.count("left out") for log in result.logs)
         the_run.stop_services()
-        if keep is not None and not result.ok:
+        if keep is not None and (not result.ok or result.warnings_late):  # the late writes are evidence too
             keep.mkdir(parents=True, exist_ok=True)
             for index, log in enumerate(result.logs):
                 (keep / f"seed{plan.seed}-worker{index}.log").write_text(log)
@@ -548,9 +569,26 @@ def _wait_recovered(the_run: Run, ready_before: int, hit: float, timeout: float 
     return time.monotonic() - hit
 
 
+def row_wait(sent: float, seen: float, anchors: list[float]) -> float:
+    """How long a row waited after its turn was sent, or after the latest fault anchor before it was
+    seen if that came later (liveness after the last fault, as Jepsen checks it): the stall measure.
+
+    A row that meets several faults one after another (a kill, then PostgreSQL down, then a pause of
+    the worker that has it) is judged against the recovery of the last one; its whole wait is
+    :func:`compound_wait`, reported beside it. Without any fault this is simply ``seen - sent``.
+    """
+    start = max([sent, *(a for a in anchors if a <= seen)])
+    return seen - start
+
+
+def compound_wait(sent: float, seen: float, outages: list[tuple[float, float]]) -> float:
+    """A row's whole wait minus the outages in it (nothing can arrive during those)."""
+    return seen - sent - _overlap(sent, seen, outages)
+
+
 def _judge_waits(result: RunResult, expected: dict[str, Any], workload: Workload, producer: TimedProducer,
-                 watcher: ArrivalWatcher, outages: list[tuple[float, float]]) -> None:
-    """Every expected row's wait: first seen - turn sent - outage time in between (module doc)."""
+                 watcher: ArrivalWatcher, outages: list[tuple[float, float]], anchors: list[float]) -> None:
+    """Every expected row's wait (:func:`row_wait`; module doc)."""
     counters: dict[str, int] = {}
     sent_at: dict[tuple[str, int], float] = {}
     for index, turn in enumerate(workload.turns[:len(producer.sent_at)]):
@@ -562,10 +600,11 @@ def _judge_waits(result: RunResult, expected: dict[str, Any], workload: Workload
         seen = watcher.first_seen.get(event.identity)
         if produced is None or seen is None:
             continue  # a lost row is the verifier's finding
-        wait = seen - produced - _overlap(produced, seen, outages)
+        wait = row_wait(produced, seen, anchors)
         result.worst_wait_s = max(result.worst_wait_s, wait)
+        result.worst_compound_s = max(result.worst_compound_s, compound_wait(produced, seen, outages))
         if wait > RECOVERY_BOUND_S:
-            result.stalled.append((event.identity, wait))
+            result.stalled.append((event.identity, wait, f"sent {_utc(produced)}, first seen {_utc(seen)}"))
 
 
 # ----------------------------------------------------------------------------- the campaign
@@ -592,11 +631,15 @@ class CampaignFigures:
             f"(turns {sum(r.turns_sent for r in self.results)})",
             (f"recovery after a fault: median {median(recoveries):.1f} s, max {max(recoveries):.1f} s"
              if recoveries else "recovery: no faults"),
-            f"worst row wait beyond its outages: {max((r.worst_wait_s for r in self.results), default=0):.1f} s "
-            f"(bound {RECOVERY_BOUND_S:.0f} s)",
+            f"worst row wait after its turn or its latest fault: "
+            f"{max((r.worst_wait_s for r in self.results), default=0):.1f} s (bound {RECOVERY_BOUND_S:.0f} s); "
+            f"through every fault it met, outages discounted: "
+            f"{max((r.worst_compound_s for r in self.results), default=0):.1f} s",
             f"hook calls: {len(hooks)}, {answered} with the right pages, {len(hooks) - answered} empty "
             f"(during or right after a fault), problems {sum(len(r.hook_problems) for r in self.results)}",
-            f"'left out ... written late' warnings: {sum(r.warnings_late for r in self.results)}",
+            f"'left out ... written late' warnings: {sum(r.warnings_late for r in self.results)}"
+            + "".join(f"\n  {r.warnings_late} in seed {r.plan.seed} ({', '.join(sorted(r.faults_done))})"
+                      for r in self.results if r.warnings_late),
             (f"load average (1 min) at the end of runs: median {median(loads):.1f}, max {max(loads):.1f}"
              if loads else ""),
         ]

@@ -11,7 +11,15 @@ from collections import Counter
 
 import pytest
 
-from tests.reliability.campaign import FAULT_KINDS, RECOVERY_BOUND_S, plan_run, run_campaign, short_plan
+from tests.reliability.campaign import (
+    FAULT_KINDS,
+    RECOVERY_BOUND_S,
+    compound_wait,
+    plan_run,
+    row_wait,
+    run_campaign,
+    short_plan,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 
@@ -29,6 +37,15 @@ def test_plans_are_drawn_from_the_seed() -> None:
     covered = {f.kind for seed in (30, 31, 32) for f in short_plan(seed).faults}
     assert covered == set(FAULT_KINDS)
     assert short_plan(31) == short_plan(31) and short_plan(31).replay.endswith("--runs 1 --short")
+
+
+def test_a_row_is_judged_from_its_turn_or_its_latest_fault() -> None:
+    assert row_wait(10.0, 12.5, []) == 2.5  # no fault: the plain wait
+    assert row_wait(10.0, 30.0, [5.0]) == 20.0  # a fault before the turn does not excuse it
+    assert row_wait(10.0, 30.0, [12.0, 25.0]) == 5.0  # judged from the latest fault it met
+    assert row_wait(10.0, 30.0, [31.0]) == 20.0  # a fault after it arrived does not count
+    # the whole wait discounts only outages
+    assert compound_wait(10.0, 30.0, [(12.0, 17.0), (40.0, 41.0)]) == 15.0
 
 
 def test_short_campaign_is_exact_with_no_stall() -> None:
