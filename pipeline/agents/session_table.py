@@ -110,9 +110,14 @@ class LeftOut:
     the newer states that followed the retry (the producer is not idempotent on the embedded
     broker, quirk 5)."""
 
+    examples: list[str] = field(default_factory=list, compare=False)
+    """The first few late records, told by where they sit and how much earlier than the newer state
+    before them the producer made them (record timestamps): the evidence of which writer was late."""
+
     def add(self, other: LeftOut) -> None:
         self.superseded += other.superseded
         self.late += other.late
+        self.examples.extend(other.examples[:MAX_LATE_EXAMPLES - len(self.examples)])
 
     def __bool__(self) -> bool:
         return bool(self.superseded or self.late)
@@ -140,6 +145,7 @@ def newest_states(events: Iterable[Any], stored_offset: Callable[[Any], int],
     """
     seen: set[Any] = set() if read is None else read
     newest: dict[Any, int] = {}
+    made: dict[Any, tuple[float | None, int | None]] = {}  # the kept record's (timestamp, changelog offset)
     kept: list[Any] = []
     left_out = LeftOut()
     for event in events:
@@ -156,16 +162,37 @@ def newest_states(events: Iterable[Any], stored_offset: Callable[[Any], int],
             kept.append(event)  # the window agent reports and replaces it when the session is next used
             continue
         current = newest[key] if key in newest else stored_offset(key)
+        message = event.message
         if offset < current:
             if key in seen:
                 left_out.late += 1
+                if len(left_out.examples) < MAX_LATE_EXAMPLES:
+                    left_out.examples.append(_late_example(message, offset, current, made.get(key)))
             else:
                 left_out.superseded += 1
             continue
         newest[key] = offset
+        made[key] = (getattr(message, "timestamp", None), getattr(message, "offset", None))
         seen.add(key)
         kept.append(event)
     return kept, left_out
+
+
+MAX_LATE_EXAMPLES = 3
+
+
+def _late_example(message: Any, offset: int, kept: int, newer: tuple[float | None, int | None] | None) -> str:
+    """``partition 2 offset 1180 (turns offset 5120 < 5133 kept at 1174, made 640 ms before it)``."""
+    where = f"partition {getattr(message, 'partition', '?')} offset {getattr(message, 'offset', '?')}"
+    detail = f"turns offset {offset} < {kept} kept"
+    if newer is not None:
+        newer_ts, newer_at = newer
+        if newer_at is not None:
+            detail += f" at {newer_at}"
+        made = getattr(message, "timestamp", None)
+        if isinstance(made, (int, float)) and isinstance(newer_ts, (int, float)):
+            detail += f", made {(newer_ts - made) * 1000:.0f} ms before it"
+    return f"{where} ({detail})"
 
 
 SESSION_TABLE = "sessions"
@@ -215,8 +242,8 @@ class SessionTable(faust.Table[bytes, bytes]):
         if left_out.late:
             log.warning("table recovery left out %d session state(s) that reached the changelog after a newer "
                         "state of the same session (a late write: a fenced worker's held produce request, or a "
-                        "produce request retried after its timeout); each session keeps its newest state",
-                        left_out.late)
+                        "produce request retried after its timeout); each session keeps its newest state; "
+                        "first: %s", left_out.late, "; ".join(left_out.examples))
         if left_out.superseded:
             log.debug("table recovery read %d older state(s) of sessions whose newest state the table already "
                       "held (a partition kept across the rebalance, read again from its start)", left_out.superseded)

@@ -13,6 +13,8 @@ from pipeline.core.session import SessionState
 class _Message:
     value: bytes | None
     partition: int = 1
+    offset: int | None = None  # the record's place in the changelog
+    timestamp: float | None = None  # when its producer made it
 
 
 @dataclass
@@ -75,3 +77,17 @@ def test_a_tombstone_is_applied_and_forgets_the_offset() -> None:
 def test_an_unreadable_value_is_passed_on_for_the_agent_to_report() -> None:
     kept, left_out = newest_states([_event(b"s", b"\x09garbage")], lambda key: 100)
     assert not left_out and len(kept) == 1
+
+
+def test_a_late_state_is_told_by_where_it_sits_and_how_much_earlier_it_was_made() -> None:
+    # The old owner made turn 11's state at t=100.0 s; the new owner made turn 12's at t=100.64 s, and
+    # that reached the changelog first (offset 1174): the old owner's landed after it (offset 1180).
+    events = [_Event(b"s", _Message(_state(40, 12), offset=1174, timestamp=100.64)),
+              _Event(b"s", _Message(_state(37, 11), offset=1180, timestamp=100.0))]
+    _, left_out = newest_states(events, lambda key: NO_OFFSET)
+    assert left_out.late == 1
+    assert left_out.examples == ["partition 1 offset 1180 (turns offset 37 < 40 kept at 1174, made 640 ms before it)"]
+    total = LeftOut()
+    for _ in range(5):
+        total.add(left_out)
+    assert total.late == 5 and len(total.examples) == 3  # a few examples, never a flood
