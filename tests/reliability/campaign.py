@@ -81,6 +81,7 @@ HOOK_PROMPT = "Any news from Pinecrest Dynamics about the funding round?"
 HOOK_PREFIX = "hook-"
 HOOK_DEADLINE_MS = 1500
 HOOK_SLACK_MS = 1500  # the hook's own start-up (a Python process) under a loaded machine
+HOOK_RECOVERED_SLACK_S = 2.0  # after the recovery check passed: the first batches after it
 MAX_WORKERS = 4
 
 
@@ -273,6 +274,7 @@ class RunResult:
     wall_s: float = 0.0
     error: str | None = None
     warnings_late: int = 0
+    recovery_restarts: int = 0  # recoveries started again after a step's timeout (compat/recovery_retry.py)
     logs: list[str] = field(default_factory=list, repr=False)
 
     @property
@@ -318,7 +320,7 @@ class Run:
         self.token = secrets.token_hex(32)
         self.outages: list[tuple[float, float]] = []  # (start, end) monotonic, OUTAGE_KINDS
         self.anchors: list[float] = []  # where each fault's recovery is counted from (row_wait)
-        self.fault_windows: list[tuple[float, float]] = []  # every fault, for the hook's accounting
+        self.fault_windows: list[tuple[float, float]] = []  # (start, excused until): the hook's accounting
         self.settings: Settings | None = None
         self.lock = threading.Lock()
 
@@ -415,9 +417,17 @@ class Run:
         result.faults_done[kind] += 1
         ended = time.monotonic()
         with self.lock:
-            self.fault_windows[slot] = (began, ended)
+            self.fault_windows[slot] = (began, ended + RECOVERY_BOUND_S)
             self.anchors.append(ended if kind in OUTAGE_KINDS else began)
         result.timeline.append(f"fault {kind} from {_utc(began)} to {_utc(ended)}")
+
+    def recovered(self, slack_s: float) -> None:
+        """The latest fault's recovery is over (every worker ready, partitions spread): a hook call may
+        come back empty until ``slack_s`` after now, or until the bound after the fault's end if later
+        (an outage's rebalance starts only once it ends, after the check saw everyone ready)."""
+        with self.lock:
+            began, until = self.fault_windows[-1]
+            self.fault_windows[-1] = (began, max(until, time.monotonic() + slack_s))
 
     def call_hook(self, number: int, started_at: float) -> HookOutcome:
         live = self.live()
@@ -436,7 +446,7 @@ class Run:
         ended = time.monotonic()
         with self.lock:
             windows = list(self.fault_windows)
-        in_fault = any(a - 1.0 <= ended and began <= b + RECOVERY_BOUND_S for a, b in windows)
+        in_fault = any(a - 1.0 <= ended and began <= b for a, b in windows)
         try:
             pages = hook_pages(done.stdout)
         except (ValueError, KeyError, TypeError):
@@ -493,6 +503,7 @@ def run_one(plan: RunPlan, *, brain: BrainIndex | None = None, load: bool = True
                 ready_before = sum(w.ready_count() for w in the_run.live())
                 the_run.apply(fault, result)
                 result.recoveries_s.append(_wait_recovered(the_run, ready_before, time.monotonic()))
+                the_run.recovered(HOOK_RECOVERED_SLACK_S)
             producer.finish(timeout=600)
             result.turns_sent = producer.sent
             sent = Workload(workload.turns[:producer.sent], workload.meta)
@@ -525,6 +536,7 @@ def run_one(plan: RunPlan, *, brain: BrainIndex | None = None, load: bool = True
             watcher.stopping.set()
         result.logs = [w.log() for w in the_run.everyone]
         result.warnings_late = sum(log.count("left out") for log in result.logs)
+        result.recovery_restarts = sum(log.count("starting the recovery again") for log in result.logs)
         the_run.stop_services()
         if keep is not None and (not result.ok or result.warnings_late):  # the late writes are evidence too
             keep.mkdir(parents=True, exist_ok=True)
@@ -637,6 +649,9 @@ class CampaignFigures:
             f"{max((r.worst_compound_s for r in self.results), default=0):.1f} s",
             f"hook calls: {len(hooks)}, {answered} with the right pages, {len(hooks) - answered} empty "
             f"(during or right after a fault), problems {sum(len(r.hook_problems) for r in self.results)}",
+            f"table recoveries started again after a step's timeout (each a stall for good without "
+            f"compat/recovery_retry.py): {sum(r.recovery_restarts for r in self.results)} in "
+            f"{sum(1 for r in self.results if r.recovery_restarts)} runs",
             f"'left out ... written late' warnings: {sum(r.warnings_late for r in self.results)}"
             + "".join(f"\n  {r.warnings_late} in seed {r.plan.seed} ({', '.join(sorted(r.faults_done))})"
                       for r in self.results if r.warnings_late),
