@@ -15,10 +15,16 @@ independent verifier judge it (tests/reliability/campaign.py). A failed run prin
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 from tests.reliability.campaign import RunResult, run_campaign
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # the run's own clean-up stops its workers, broker, PostgreSQL and load
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,8 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     def progress(index: int, result: RunResult) -> None:
         print(f"[{index + 1}/{args.runs}] {result.render()}", flush=True)
 
-    figures = run_campaign(args.seed, args.runs, short=args.short, load=not args.no_load, keep=args.keep_logs,
-                           progress=progress)
+    signal.signal(signal.SIGTERM, _interrupt)  # a stopped campaign leaves no busy loop or broker behind
+    try:
+        figures = run_campaign(args.seed, args.runs, short=args.short, load=not args.no_load, keep=args.keep_logs,
+                               progress=progress)
+    except KeyboardInterrupt:
+        print("campaign: stopped", file=sys.stderr)
+        return 130
     print(figures.render())
     return 0 if all(r.ok for r in figures.results) else 1
 
