@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from tests.reliability.campaign import RunResult, run_campaign
+from tests.reliability.campaign import CampaignFigures, RunResult, run_campaign
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -38,7 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 1:
         parser.error("--runs must be at least 1")
 
+    done = CampaignFigures()  # the runs finished so far, printed also when the campaign is stopped
+
     def progress(index: int, result: RunResult) -> None:
+        done.results.append(result)
         print(f"[{index + 1}/{args.runs}] {result.render()}", flush=True)
 
     signal.signal(signal.SIGTERM, _interrupt)  # a stopped campaign leaves no busy loop or broker behind
@@ -46,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         figures = run_campaign(args.seed, args.runs, short=args.short, load=not args.no_load, keep=args.keep_logs,
                                progress=progress)
     except KeyboardInterrupt:
-        print("campaign: stopped", file=sys.stderr)
+        print(f"campaign: stopped after {len(done.results)} of {args.runs} runs", file=sys.stderr)
+        if done.results:
+            print(done.render())
         return 130
     print(figures.render())
     return 0 if all(r.ok for r in figures.results) else 1
