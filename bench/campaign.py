@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--short", action="store_true", help="the short runs of the default suite (10-14 s, 2 faults)")
     parser.add_argument("--no-load", action="store_true", help="without the CPU load generator")
     parser.add_argument("--keep-logs", type=Path, default=None, help="write the worker logs of failed runs here")
+    parser.add_argument("--all-logs", action="store_true",
+                        help="with --keep-logs: keep every run's worker logs, not only failed ones (a replay's)")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # a stopped campaign leaves no busy loop or broker behind
     try:
         figures = run_campaign(args.seed, args.runs, short=args.short, load=not args.no_load, keep=args.keep_logs,
-                               progress=progress)
+                               keep_all=args.all_logs, progress=progress)
     except KeyboardInterrupt:
         print(f"campaign: stopped after {len(done.results)} of {args.runs} runs", file=sys.stderr)
         if done.results:

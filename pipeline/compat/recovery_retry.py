@@ -24,11 +24,27 @@ stops the consumer's flow (as Faust does when an assignment arrives), and raises
 ``RebalanceAgain`` with the recovery's start signal set, so the same task starts the recovery of
 the same assignment again a second later. Nothing read so far is lost: the changelog read goes on
 from the offsets already applied. A stopping or crashed service ends the task as before.
+
+**A recovery that receives nothing.** The wait for the changelog read to end
+(``_wait(signal_recovery_end.wait())``) has no timeout in Faust: a recovery whose changelog records
+never arrive waits for ever, its streams stay paused, and rows stop arriving without an error
+(issue 27's campaign saw it once: 5 minutes of Faust's "No event received for active tp ... since
+recovery start" after a two-worker run's zombie pause and rebalances under load, with the rows
+exact only because the producer had finished). :func:`install` therefore watches that wait: when
+no changelog record has reached the recovery (Faust's per-partition receive times) for
+``STALL_S`` while records remain to be read, it logs what every part between the broker and the
+recovery held (:func:`pipeline.compat.recovery_stall.report`) and sets the read going again within
+the same recovery (:func:`read_again`): the consumer's flow is stopped and resumed, the changelogs
+are sought again to the offsets the recovery has taken and resumed in Faust and, through the next
+fetch, in aiokafka (:mod:`pipeline.compat.changelog_pause`), so whichever of those parts held the
+records back is set going again. A recovery that is merely slow (a frozen broker, a loaded machine)
+costs one more seek of a read that goes on where it was.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -38,12 +54,21 @@ from aiokafka import errors as kafka_errors
 from faust.tables import recovery as faust_recovery
 from faust.tables.recovery import Recovery
 
+from pipeline.compat import recovery_stall
 from pipeline.internals import CompatError, installed_versions, require
 
 PATCH = "recovery-retry"
 
 RETRY_DELAY_S = 1.0
 """Pause before a recovery starts again, so a broker that refuses at once is not asked in a loop."""
+
+STALL_S = 5.0
+"""How long a recovery with records still to read may receive no changelog record before it is
+started again: the embedded broker's request timeout, within which a Fetch is answered even on two
+loaded cores (an empty one after its wait), so a healthy read is never this quiet."""
+
+CHECK_S = 0.5
+"""How often the wait for the end of the changelog read looks at the recovery's progress."""
 
 _MARK = "_volunteer_retries_steps"
 
@@ -62,7 +87,10 @@ def retry_timed_out_steps(wait: Callable[..., Awaitable[None]]) -> Callable[...,
 
     async def _wait(self: Any, coro: Any, timeout: Any = None) -> None:
         try:
-            await wait(self, coro, timeout)
+            if timeout is None and _is_read_end(self, coro):
+                await _watched(self, wait(self, coro, timeout))
+            else:
+                await wait(self, coro, timeout)
             return
         except faust_recovery.ServiceStopped:
             if self.should_stop or self._stopped.is_set() or self._crashed.is_set():
@@ -86,6 +114,78 @@ def retry_timed_out_steps(wait: Callable[..., Awaitable[None]]) -> Callable[...,
     return _wait
 
 
+def _is_read_end(recovery: Any, coro: Any) -> bool:
+    """Whether ``coro`` is the wait for the end of the changelog read (``signal_recovery_end.wait()``)."""
+    frame = getattr(coro, "cr_frame", None)
+    return frame is not None and frame.f_locals.get("self") is recovery.signal_recovery_end
+
+
+def _progress(recovery: Any) -> tuple[float, int]:
+    """What changes whenever a changelog record reaches the recovery: the latest receive time and
+    the sum of the offsets read."""
+    received = recovery._active_events_received_at
+    offsets = recovery.active_offsets
+    return (max(received.values(), default=0.0), sum(v for v in offsets.values() if v is not None))
+
+
+async def _watched(recovery: Any, waiting: Any) -> None:
+    """Run ``waiting`` (Faust's wait for the end of the read) to its end, setting the read going
+    again (:func:`read_again`) whenever nothing arrived for ``STALL_S`` with records left."""
+    require(PATCH, recovery, "_active_events_received_at", "active_offsets", "active_highwaters", "active_tps")
+    task = asyncio.ensure_future(waiting)
+    loop = asyncio.get_running_loop()
+    seen, since = _progress(recovery), loop.time()
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=CHECK_S)
+            if done:
+                task.result()  # Faust's own outcome: the read ended, a stop, another rebalance
+                return
+            now = _progress(recovery)
+            if now != seen:
+                seen, since = now, loop.time()
+                continue
+            if loop.time() - since < STALL_S or recovery.should_stop or not recovery.need_recovery():
+                continue
+            log.warning("table recovery: no changelog record for %.0f s with records still to read; reading "
+                        "again from the offsets applied; %s", loop.time() - since, recovery_stall.report(recovery))
+            await read_again(recovery)
+            seen, since = _progress(recovery), loop.time()
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def read_again(recovery: Any) -> None:
+    """Set a stalled changelog read going again, within the same recovery (module doc).
+
+    Not by raising ``RebalanceAgain`` as for a timed-out step: Faust's wait for the end of the read
+    catches every exception and goes on as if the read had ended (``_restart_recovery``), which
+    would resume the streams on a half-read table. Instead the consumer's flow is stopped (anything
+    a delivery waits on is released, and records fetched meanwhile are dropped), the changelogs are
+    sought back to the offsets the recovery has taken (what it had not taken is fetched again;
+    records it sees twice it skips by offset), and the partitions and flow are resumed as the
+    recovery itself does when the read begins.
+    """
+    app = recovery.app
+    consumer = app.consumer
+    tps = set(recovery.active_tps)
+    consumer.stop_flow()
+    await asyncio.sleep(RETRY_DELAY_S)
+    offsets = {tp: max(0, recovery.active_offsets[tp] if recovery.active_offsets[tp] is not None else 0)
+               for tp in tps}
+    try:
+        await asyncio.wait_for(consumer.seek_wait(offsets), timeout=app.conf.broker_request_timeout)
+    except Exception as exc:  # the positions stay where they were; the next check tries again
+        log.warning("table recovery: seeking the changelogs again failed (%s: %s)", type(exc).__name__, exc)
+    consumer.resume_partitions(tps)
+    app.flow_control.resume()
+    consumer.resume_flow()
+    await app._fetcher.maybe_start()
+
+
 def installed() -> bool:
     """True once Faust's ``Recovery`` carries the retry (in this process)."""
     return bool(getattr(getattr(Recovery, "_wait", None), _MARK, False))
@@ -96,7 +196,8 @@ def install() -> None:
     coroutine ``(self, coro, timeout=None)`` this wraps or the loop's exceptions are missing."""
     if installed():
         return
-    require(PATCH, Recovery, "signal_recovery_start", methods=("_wait", "_restart_recovery"))
+    require(PATCH, Recovery, "signal_recovery_start", "signal_recovery_end",
+            methods=("_wait", "_restart_recovery", "need_recovery"))
     require(PATCH, faust_recovery, "ServiceStopped", "RebalanceAgain")
     current = Recovery._wait
     if not inspect.iscoroutinefunction(current) or list(inspect.signature(current).parameters) != [

@@ -47,6 +47,7 @@ import orjson
 import psycopg
 
 from pipeline.braindir import load_brain_dir
+from pipeline.compat import recovery_retry
 from pipeline.core.brain import BrainIndex
 from pipeline.embedded.postgres import EmbeddedPostgres
 from pipeline.embedded.tansu import EmbeddedBroker, free_port
@@ -62,6 +63,7 @@ from topics.definitions import ensure_topics
 from topics.tansu_client import SESSION_TIMEOUT_S
 
 RECOVERY_BOUND_S = SESSION_TIMEOUT_S + 10.0
+READ_STALL_MARK = "table recovery: no changelog record for"  # compat/recovery_retry.py
 """The issue's bound: after its turn is produced, and after the latest fault it met, no row waits
 longer than this (a fault of a worker is detected after the session timeout; 10 s to recover)."""
 
@@ -275,6 +277,7 @@ class RunResult:
     error: str | None = None
     warnings_late: int = 0
     recovery_restarts: int = 0  # recoveries started again after a step's timeout (compat/recovery_retry.py)
+    read_stalls: int = 0  # changelog reads that received nothing and were set going again (same module)
     logs: list[str] = field(default_factory=list, repr=False)
 
     @property
@@ -467,7 +470,8 @@ def _overlap(start: float, end: float, windows: list[tuple[float, float]]) -> fl
     return sum(max(0.0, min(end, b) - max(start, a)) for a, b in windows)
 
 
-def run_one(plan: RunPlan, *, brain: BrainIndex | None = None, load: bool = True, keep: Path | None = None) -> RunResult:
+def run_one(plan: RunPlan, *, brain: BrainIndex | None = None, load: bool = True, keep: Path | None = None,
+            keep_all: bool = False) -> RunResult:
     """Run ``plan`` from nothing to a verdict (module doc); never raises for a failed run."""
     brain = brain or load_brain_dir(CONFORMANCE_BRAIN)
     result = RunResult(plan)
@@ -537,8 +541,9 @@ def run_one(plan: RunPlan, *, brain: BrainIndex | None = None, load: bool = True
         result.logs = [w.log() for w in the_run.everyone]
         result.warnings_late = sum(log.count("left out") for log in result.logs)
         result.recovery_restarts = sum(log.count("starting the recovery again") for log in result.logs)
+        result.read_stalls = sum(log.count(READ_STALL_MARK) for log in result.logs)
         the_run.stop_services()
-        if keep is not None and (not result.ok or result.warnings_late):  # the late writes are evidence too
+        if keep is not None and (keep_all or not result.ok or result.warnings_late or result.read_stalls):  # evidence
             keep.mkdir(parents=True, exist_ok=True)
             for index, log in enumerate(result.logs):
                 (keep / f"seed{plan.seed}-worker{index}.log").write_text(log)
@@ -652,6 +657,10 @@ class CampaignFigures:
             f"table recoveries started again after a step's timeout (each a stall for good without "
             f"compat/recovery_retry.py): {sum(r.recovery_restarts for r in self.results)} in "
             f"{sum(1 for r in self.results if r.recovery_restarts)} runs",
+            f"changelog reads that received nothing for {recovery_retry.STALL_S:.0f} s and were set going again "
+            f"(each a stall for good without it; the log line says what held them): "
+            f"{sum(r.read_stalls for r in self.results)} in {sum(1 for r in self.results if r.read_stalls)} runs"
+            + "".join(f"\n  {r.read_stalls} in seed {r.plan.seed}" for r in self.results if r.read_stalls),
             f"'left out ... written late' warnings: {sum(r.warnings_late for r in self.results)}"
             + "".join(f"\n  {r.warnings_late} in seed {r.plan.seed} ({', '.join(sorted(r.faults_done))})"
                       for r in self.results if r.warnings_late),
@@ -672,7 +681,7 @@ def short_plan(seed: int) -> RunPlan:
 
 
 def run_campaign(seed: int, runs: int, *, short: bool = False, load: bool = True, keep: Path | None = None,
-                 progress: Any = None) -> CampaignFigures:
+                 keep_all: bool = False, progress: Any = None) -> CampaignFigures:
     """``runs`` runs with seeds drawn from ``seed`` (``runs == 1``: the run of ``seed`` itself)."""
     brain = load_brain_dir(CONFORMANCE_BRAIN)
     rng = random.Random(seed)
@@ -682,7 +691,7 @@ def run_campaign(seed: int, runs: int, *, short: bool = False, load: bool = True
     figures = CampaignFigures()
     for index, run_seed in enumerate(seeds):
         plan = short_plan(run_seed) if short else plan_run(run_seed)
-        result = run_one(plan, brain=brain, load=load, keep=keep)
+        result = run_one(plan, brain=brain, load=load, keep=keep, keep_all=keep_all)
         figures.results.append(result)
         if progress is not None:
             progress(index, result)

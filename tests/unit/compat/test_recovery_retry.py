@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from aiokafka import errors as kafka_errors
 from faust.tables.recovery import RebalanceAgain, Recovery, ServiceStopped
+from faust.types import TP
 
 from pipeline.compat import recovery_retry
 from pipeline.internals import CompatError
@@ -107,3 +108,158 @@ def test_a_changed_wait_helper_is_refused(monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(CompatError, match=r"recovery-retry: .*_wait is not the coroutine"):
         recovery_retry.install()
     assert Recovery._wait is changed
+
+
+# ---------------------------------------------------------------- the wait for the end of the read
+
+
+CL1 = TP("sessions-changelog", 1)
+
+
+class ReadingConsumer:
+    """The consumer parts ``read_again`` uses, recording the calls."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+        self.flow_active = True
+
+    def stop_flow(self) -> None:
+        self.calls.append("stop_flow")
+
+    def resume_flow(self) -> None:
+        self.calls.append("resume_flow")
+
+    async def seek_wait(self, offsets: dict[str, int]) -> None:
+        self.calls.append(f"seek {sorted(offsets.items())}")
+
+    def resume_partitions(self, tps: set[str]) -> None:
+        self.calls.append(f"resume {sorted(tps)}")
+
+    def assignment(self) -> set[TP]:
+        return {CL1}
+
+
+class ReadingRecovery:
+    """A recovery in its changelog read: one partition with ``left`` records still to read."""
+
+    def __init__(self, left: int) -> None:
+        self.calls: list[str] = []
+        consumer = ReadingConsumer(self.calls)
+        calls = self.calls
+
+        class FlowControl:
+            def resume(self) -> None:
+                calls.append("flow_control.resume")
+
+        class Fetcher:
+            async def maybe_start(self) -> None:
+                calls.append("fetcher.maybe_start")
+
+        self.app = SimpleApp(consumer, FlowControl(), Fetcher())
+        self.should_stop = False
+        self._stopped = asyncio.Event()
+        self._crashed = asyncio.Event()
+        self.signal_recovery_start = asyncio.Event()
+        self.signal_recovery_end = asyncio.Event()
+        self.active_tps = {CL1}
+        self.active_offsets: dict[TP, int | None] = {CL1: 100}
+        self.active_highwaters = {CL1: 100 + left}
+        self._active_events_received_at: dict[TP, float] = {}
+
+    def need_recovery(self) -> bool:
+        return any(self.active_highwaters[tp] - (self.active_offsets[tp] or 0) > 0 for tp in self.active_tps)
+
+    def active_remaining(self) -> dict[TP, int]:
+        return {tp: self.active_highwaters[tp] - (self.active_offsets[tp] or 0) for tp in self.active_tps}
+
+    def take(self, offset: int) -> None:
+        """A changelog record reached the recovery."""
+        self.active_offsets[CL1] = offset
+        self._active_events_received_at[CL1] = asyncio.get_running_loop().time()
+
+
+class SimpleApp:
+    def __init__(self, consumer: Any, flow_control: Any, fetcher: Any) -> None:
+        self.consumer = consumer
+        self.flow_control = flow_control
+        self._fetcher = fetcher
+        self.conf = type("Conf", (), {"broker_request_timeout": 5.0})()
+        self.tables = None  # the stall report reads what it can and says "?" for the rest
+
+
+async def _faust_wait(self: Any, coro: Any, timeout: Any = None) -> None:
+    await coro  # Faust's own helper, reduced to waiting for the coroutine
+
+
+@pytest.fixture
+def quick_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recovery_retry, "STALL_S", 0.3)
+    monkeypatch.setattr(recovery_retry, "CHECK_S", 0.02)
+
+
+def test_a_read_that_keeps_receiving_records_is_left_to_end(quick_watch: None) -> None:
+    recovery = ReadingRecovery(left=20)
+
+    async def go() -> None:
+        wait = recovery_retry.retry_timed_out_steps(_faust_wait)
+        waiting = asyncio.ensure_future(wait(recovery, recovery.signal_recovery_end.wait()))
+        for offset in range(101, 121):
+            await asyncio.sleep(0.05)  # slower than a check, quicker than the stall time
+            recovery.take(offset)
+        recovery.signal_recovery_end.set()
+        await asyncio.wait_for(waiting, 5)
+
+    asyncio.run(go())
+    assert recovery.calls == []
+
+
+def test_a_read_that_receives_nothing_is_set_going_again_within_the_recovery(quick_watch: None,
+                                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """The stall issue 27's campaign saw: "Resuming flow..." and then no changelog record for minutes.
+    Without the watch this wait never ends (the test's timeout fails it); raising RebalanceAgain here
+    instead would be swallowed by Faust, which would then resume the streams on a half-read table."""
+    recovery = ReadingRecovery(left=5)
+
+    async def go() -> None:
+        wait = recovery_retry.retry_timed_out_steps(_faust_wait)
+        waiting = asyncio.ensure_future(wait(recovery, recovery.signal_recovery_end.wait()))
+        while "resume_flow" not in recovery.calls:  # nothing arrives until the read is set going again
+            assert not waiting.done()
+            await asyncio.sleep(0.02)
+        for offset in range(101, 106):
+            recovery.take(offset)
+        recovery.signal_recovery_end.set()
+        await asyncio.wait_for(waiting, 5)  # ends normally: no RebalanceAgain, no ServiceStopped
+
+    with caplog.at_level("WARNING", logger=recovery_retry.__name__):
+        asyncio.run(asyncio.wait_for(go(), 10))
+    assert recovery.calls[:6] == ["stop_flow", f"seek {[(CL1, 100)]}", f"resume {[CL1]}", "flow_control.resume",
+                                  "resume_flow", "fetcher.maybe_start"]
+    warning = next(r.getMessage() for r in caplog.records if "no changelog record" in r.getMessage())
+    assert "sessions-changelog[1] at 100/105" in warning  # the stall report names the partition and its read
+    assert not recovery.signal_recovery_start.is_set()  # the same recovery goes on, not a new one
+
+
+def test_a_quiet_read_with_nothing_left_is_not_touched(quick_watch: None) -> None:
+    recovery = ReadingRecovery(left=0)
+
+    async def go() -> None:
+        wait = recovery_retry.retry_timed_out_steps(_faust_wait)
+        waiting = asyncio.ensure_future(wait(recovery, recovery.signal_recovery_end.wait()))
+        await asyncio.sleep(0.8)
+        recovery.signal_recovery_end.set()
+        await asyncio.wait_for(waiting, 5)
+
+    asyncio.run(go())
+    assert recovery.calls == []
+
+
+def test_other_waits_are_not_watched(quick_watch: None) -> None:
+    recovery = ReadingRecovery(left=5)
+
+    async def go() -> None:
+        wait = recovery_retry.retry_timed_out_steps(_faust_wait)
+        await wait(recovery, asyncio.sleep(0.8))  # e.g. the recovery delay: quiet, but not the read
+
+    asyncio.run(go())
+    assert recovery.calls == []
