@@ -6,8 +6,10 @@ nothing stored twice (the topic may repeat an event after a crash; the table nev
 
 from __future__ import annotations
 
+import contextlib
 import time
 
+import orjson
 import psycopg
 import pytest
 
@@ -104,4 +106,59 @@ def test_two_workers_share_the_partitions_and_give_the_same_result(
     time.sleep(1.5)
     purging = [w for w, start in zip((one, two), since, strict=True) if "purge: deleted" in w.log()[start:]]
     assert len(purging) == 1, [w.log()[-1500:] for w in (one, two)]
+    assert one.stop() == 0 and two.stop() == 0
+
+
+def _start_table(log: str, title: str) -> dict[int, int]:
+    """The last table Faust logged under ``title`` (e.g. "Reading Starts At - Active"), as
+    {changelog partition: offset}: the worker logs JSON lines, and the table's rows in the message
+    are ``| topic | partition | offset |``."""
+    message = None
+    for line in log.splitlines():
+        if title in line:
+            with contextlib.suppress(ValueError):
+                message = str(orjson.loads(line).get("msg", ""))
+    assert message is not None, f"no {title!r} in the worker's log"
+    out: dict[int, int] = {}
+    for row in message.splitlines():
+        cells = [c.strip() for c in row.split("|") if c.strip()]
+        if len(cells) == 3 and cells[1].isdigit() and cells[2].lstrip("-").isdigit():
+            out[int(cells[1])] = int(cells[2])
+    return out
+
+
+def test_a_partition_kept_through_a_rebalance_is_read_from_where_the_memory_ends(
+        pipeline_settings: Settings, start_worker: WorkerFactory) -> None:
+    """Faust reads a newly assigned changelog partition from its start, even one the worker held and
+    still holds in memory; the session table tells it where its copy ends (ChangelogCoverage, issue
+    27: a woken worker's re-read pushed a row's wait past the recovery bound). The rows stay exact."""
+    settings = pipeline_settings
+    one = start_worker("--brain", str(CONFORMANCE_BRAIN))
+    one.wait_ready()
+    sessions = conformance_sessions()
+    half = len(sessions) // 2
+    first, second = sessions[:half], sessions[half:]
+    expected_first = expected_events(first)
+    run(produce_turns(settings, interleave(first)))
+    wait_for_rows(settings.database_url, sum(len(v) for v in expected_first.values()))
+    written = len(one.log())
+
+    two = start_worker("--brain", str(CONFORMANCE_BRAIN))
+    two.wait_ready()
+    one.wait_ready(count=2)  # the rebalance that let the second worker in
+    kept = set(one.owned_partitions())
+    assert kept and kept != {0, 1, 2, 3}
+    after = one.log()[written:]
+    highwaters = _start_table(after, "Highwater - Active")
+    starts = _start_table(after, "Reading Starts At - Active")
+    assert set(starts) == kept, (starts, kept)
+    for partition in kept:
+        assert highwaters[partition] > 0, highwaters  # the first half wrote states to every partition
+        # read from the end of what the worker itself wrote, not from the start (-1) as before
+        assert starts[partition] == highwaters[partition], (partition, starts, highwaters)
+
+    expected = expected_events(sessions)
+    run(produce_turns(settings, interleave(second)))
+    total = sum(len(v) for v in expected.values())
+    assert_rows_match(wait_for_rows(settings.database_url, total), expected)
     assert one.stop() == 0 and two.stop() == 0
