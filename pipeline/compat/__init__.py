@@ -15,19 +15,23 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
 3. :mod:`.recovery_order`: no record delivered while Faust finishes a table recovery (faust #596).
 4. :mod:`.recovery_retry`: a table recovery whose broker step timed out starts again instead of
    ending for good (the worker then never resumed its streams).
-5. :mod:`.changelog_pause`: aiokafka pauses the changelog partitions Faust has paused, so the
+   It also watches the changelog read, which Faust waits for without a timeout, and sets it going
+   again when it receives nothing (:mod:`.recovery_stall` says what held it).
+5. :mod:`.sticky_assignment`: a worker over its share gives back first the partitions another
+   worker claims (a woken zombie's, whose sessions it still holds), not arbitrary ones.
+6. :mod:`.changelog_pause`: aiokafka pauses the changelog partitions Faust has paused, so the
    worker's Fetch names only the partitions Faust reads.
-6. :mod:`.fetch_wait`: on the embedded broker, a fetch wait that grows while fetches come back
+7. :mod:`.fetch_wait`: on the embedded broker, a fetch wait that grows while fetches come back
    empty, up to the setting ``fetch_wait_max_ms`` (0: the fixed wait); and
    :mod:`.fetch_interval`: at most one Fetch per ``fetch_interval_ms`` while fetches bring many records
    (from ``fetch_interval_from_rate`` records/s).
-7. :mod:`.inloop_consumer`: the aiokafka consumer runs on the worker's loop, not in Faust's consumer
+8. :mod:`.inloop_consumer`: the aiokafka consumer runs on the worker's loop, not in Faust's consumer
    thread (setting ``consumer_in_loop``, off by default).
-8. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3. Its loop
+9. :mod:`.fastdrain`: records reach the streams a fetch at a time; refuses without 3. Its loop
    also feeds :mod:`.direct_delivery`: the window and sink agents' topics skip Faust's conductor,
    events and streams (setting ``direct_delivery``; the feeds are registered while the agents are
    wired, through the port's ``direct_feed``).
-9. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
+10. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
    producer's batch path, the memory store's key partitions, the table store and consumer without
    creating them), served through the port :func:`pipeline.internals.internals`.
 
@@ -49,6 +53,7 @@ from pipeline.compat import (
     inloop_consumer,
     recovery_order,
     recovery_retry,
+    sticky_assignment,
     tansu_transport,
 )
 from pipeline.compat.versions import check_versions
@@ -66,6 +71,7 @@ def install(app: Any, settings: Settings) -> None:
     tansu_transport.check_app(app)  # refuses exactly-once on a tansu:// app, whatever built it
     recovery_order.install()
     recovery_retry.install()
+    sticky_assignment.install()
     changelog_pause.install()
     if settings.broker_is_embedded and settings.fetch_wait_max_ms:
         fetch_wait.install(app, settings.fetch_wait_max_ms)
