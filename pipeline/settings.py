@@ -98,7 +98,7 @@ class Settings(BaseModel):
     app_id: str = Field("volunteer-stream", description="Faust app id = consumer group id.")
     data_dir: str = Field("./.volunteer-data", description="Worker's local data directory.")
     session_idle_seconds: float = Field(
-        7 * 24 * 3600.0, gt=0, description="Sessions idle longer than this are expired from the table."
+        4 * 3600.0, gt=0, description="Sessions idle longer than this are expired from the table."
     )
     brain_refresh_seconds: float = Field(3.0, gt=0, description="How often workers look for brain changes.")
     sink_batch_size: int = Field(500, ge=1, description="Max events per INSERT batch.")

@@ -70,7 +70,7 @@ def test_rows_carry_type_default_constraint_and_meaning(gen: ModuleType) -> None
     assert row("VOLUNTEER_MIN_CONFIDENCE")[2:4] == ["number, optional", "unset"]
     assert row("VOLUNTEER_LEXICAL_ARMS")[2:4] == ["boolean", "`true`"]
     assert row("VOLUNTEER_EXCLUDE_SLUG_PREFIXES")[2:4] == ["list of strings", "`[]`"]
-    assert row("VOLUNTEER_SESSION_IDLE_SECONDS")[2:4] == ["number > 0", "`604800`"]
+    assert row("VOLUNTEER_SESSION_IDLE_SECONDS")[2:4] == ["number > 0", "`14400`"]
 
 
 def test_sections_follow_the_comments_in_settings(gen: ModuleType) -> None:

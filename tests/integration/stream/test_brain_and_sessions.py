@@ -13,7 +13,7 @@ from pipeline.settings import Settings
 from sinks.brain_import import import_brain
 from tests.integration.stream.conftest import WorkerFactory
 from tests.integration.stream.harness import ROOT, run, volunteered_on_topic
-from topics.io import produce_turns
+from topics.io import produce_turns, read_all
 from topics.records import Turn, Volunteered
 
 pytestmark = pytest.mark.integration
@@ -69,3 +69,35 @@ def test_idle_sessions_expire_from_the_table(pipeline_settings: Settings, start_
     events = volunteered_on_topic(settings, 2)
     assert pages_of(events, "idle") == [(1, "people/alice-example"), (3, "people/alice-example")]
     assert worker.stop() == 0
+
+
+def test_an_expired_session_stays_expired_across_a_restart(
+        pipeline_settings: Settings, start_worker: WorkerFactory, tmp_path: Path) -> None:
+    """Expiry must reach the changelog as a tombstone: a worker that rebuilds the table from the
+    changelog (a restart, or another worker taking the partition) would otherwise bring the
+    session, and its page dedupe, back to life."""
+    settings = pipeline_settings
+    worker = start_worker("--brain", str(SAMPLE_BRAIN), VOLUNTEER_SESSION_IDLE_SECONDS="1")
+    worker.wait_ready()
+    run(produce_turns(settings, [Turn("gone", "user", "Alice Example called.", turn=1),
+                                 Turn("kept", "user", "Alice Example called.", turn=1)]))
+    assert len(volunteered_on_topic(settings, 2)) == 2
+    worker.wait_for_log("expired 2 idle sessions", timeout=30)
+    assert worker.stop() == 0
+
+    changelog = f"{settings.app_id}-sessions-changelog"
+    records = run(read_all(settings, changelog, idle_s=0.5, timeout_s=60))
+    last: dict[bytes, bytes | None] = {}
+    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
+        assert record.key is not None
+        last[record.key] = record.value
+    assert len(last) == 2 and all(value is None for value in last.values()), last  # a tombstone each
+
+    # A fresh worker (its own data folder) recovers the table from the changelog with the session
+    # idle limit back at its default: the sessions are not there, so the page comes again.
+    fresh = start_worker("--brain", str(SAMPLE_BRAIN), data_dir=tmp_path / "fresh")
+    fresh.wait_ready()
+    run(produce_turns(settings, [Turn("gone", "user", "Alice Example is back.", turn=2)]))
+    events = volunteered_on_topic(settings, 3)
+    assert pages_of(events, "gone") == [(1, "people/alice-example"), (2, "people/alice-example")]
+    assert fresh.stop() == 0
