@@ -105,13 +105,16 @@ def kind_of(item: dict[str, Any]) -> str:
     return POINTER if item.get("kind") == POINTER else PAGE
 
 
-def render_block(items: Sequence[dict[str, Any]]) -> str:
-    """The block for ``items`` (pointers and pages, in any order); ``""`` when there are none."""
+def render_block(items: Sequence[dict[str, Any]], notice: str | None = None) -> str:
+    """The block for ``items`` (pointers and pages, in any order); ``""`` when there are none.
+
+    ``notice`` (the context-pressure notice, :mod:`pipeline.hook.pressure`) is the hook's own
+    words, so it goes first, outside the envelope that marks what follows as data."""
     pointers = [pointer_line(i) for i in items if kind_of(i) == POINTER]
     pages = [page_line(i) for i in items if kind_of(i) == PAGE]
     if not pointers and not pages:
-        return ""
-    lines = [BLOCK_MARKER]
+        return notice or ""
+    lines = [notice, "", BLOCK_MARKER] if notice else [BLOCK_MARKER]
     if pointers:
         lines += ["", POINTERS_HEADING, *pointers]
     if pages:
@@ -140,17 +143,20 @@ def output_length(text: str) -> int:
 
 
 def fit(items: Sequence[dict[str, Any]], max_chars: int,
-        max_block_bytes: int = MAX_BLOCK_BYTES) -> tuple[str | None, list[dict[str, Any]]]:
+        max_block_bytes: int = MAX_BLOCK_BYTES, notice: str | None = None) -> tuple[str | None, list[dict[str, Any]]]:
     """``(output line, printed items)``; ``(None, [])`` when nothing fits (or there is nothing).
 
     The output line is the JSON payload plus its newline, at most ``max_chars`` long, and its
-    block at most ``max_block_bytes`` of UTF-8."""
+    block at most ``max_block_bytes`` of UTF-8. A ``notice`` is never dropped for an item: the
+    items go first, and with none left the notice is printed alone if it fits."""
     kept = list(items)
-    while kept:
-        block = render_block(kept)
+    while kept or notice:
+        block = render_block(kept, notice)
         if len(block.encode("utf-8", "surrogatepass")) <= max_block_bytes:
             payload = dumps({"hookSpecificOutput": {"hookEventName": HOOK_EVENT, "additionalContext": block}}) + "\n"
             if output_length(payload) <= max_chars:
                 return payload, kept
+        if not kept:
+            break
         _drop_lowest(kept)
     return None, []

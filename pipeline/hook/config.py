@@ -17,6 +17,7 @@ from topics.delivery import HOOK_CHANNELS
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy honours the name)
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Any
 
 DEFAULT_DEADLINE_MS = 800.0
 DEFAULT_MAX_CHARS = 10_000
@@ -38,6 +39,12 @@ OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("--ca-file", "VOLUNTEER_WEB_TLS_CAFILE", "CA bundle that verifies https:// workers (default: the system's)."),
     ("--source", "VOLUNTEER_SOURCE", "Brain source to resolve against (default: the worker's)."),
     ("--enabled", "VOLUNTEER_HOOKS", "Kill switch: 0, false, off or no makes the hook do nothing at all."),
+    ("--pressure", "VOLUNTEER_HOOK_PRESSURE",
+     "on: Claude Code prompts carry one save-before-compaction notice per compaction segment when the "
+     "context is about 80 percent full (default off)."),
+    ("--pressure-ratio", "VOLUNTEER_HOOK_PRESSURE_RATIO", "Fill at which the notice fires, 0.5-0.95 (default 0.8)."),
+    ("--pressure-window", "VOLUNTEER_HOOK_PRESSURE_WINDOW",
+     "Context window in tokens, 8000-10000000 (default: detected, 200000 or 1000000)."),
 )
 
 
@@ -70,18 +77,24 @@ def transcript_root(harness: str, env: Mapping[str, str]) -> str:
     return os.path.join(env.get("CLAUDE_CONFIG_DIR", "").strip() or os.path.join(_home(env), ".claude"), "projects")
 
 
+def pressure_enabled(env: Mapping[str, str]) -> bool:
+    """``VOLUNTEER_HOOK_PRESSURE``: on only when set to 1, true, on or yes (off by default)."""
+    return env.get("VOLUNTEER_HOOK_PRESSURE", "").strip().lower() in {"1", "true", "on", "yes"}
+
+
 def hooks_enabled(env: Mapping[str, str]) -> bool:
     """The kill switch: ``VOLUNTEER_HOOKS=0`` (or false/off/no) turns every hook into a no-op."""
     return env.get("VOLUNTEER_HOOKS", "").strip().lower() not in {"0", "false", "off", "no"}
 
 
 class HookConfig:
-    __slots__ = ("cafile", "deadline_ms", "env", "harness", "max_chars", "source_id", "state_base", "state_dir",
-                 "transcript_root", "url", "warm_turns")
+    __slots__ = ("cafile", "deadline_ms", "env", "harness", "max_chars", "pressure", "pressure_ratio",
+                 "pressure_window", "source_id", "state_base", "state_dir", "transcript_root", "url", "warm_turns")
 
     def __init__(self, harness: str, url: str | None, deadline_ms: float, max_chars: int, warm_turns: int,
                  state_dir: str, transcript_root: str, source_id: str | None, *, state_base: str = "",
-                 cafile: str | None = None, env: Mapping[str, str] | None = None) -> None:
+                 cafile: str | None = None, env: Mapping[str, str] | None = None, pressure: bool = False,
+                 pressure_ratio: float = 0.8, pressure_window: int | None = None) -> None:
         self.harness = harness
         self.url = url  # None: find the stack's workers in the registry (pipeline.hook.registry)
         self.state_base = state_base
@@ -93,6 +106,9 @@ class HookConfig:
         self.state_dir = state_dir
         self.transcript_root = transcript_root
         self.source_id = source_id
+        self.pressure = pressure  # the context-pressure notice (pipeline.hook.pressure); Claude Code only
+        self.pressure_ratio = pressure_ratio
+        self.pressure_window = pressure_window
 
     @property
     def channel(self) -> str:
@@ -117,4 +133,15 @@ class HookConfig:
             state_base=state_base(env),
             cafile=env.get("VOLUNTEER_WEB_TLS_CAFILE", "").strip() or None,
             env=env,
+            **_pressure_settings(harness, env),
         )
+
+
+def _pressure_settings(harness: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """The notice's settings; the parsing module is imported only when the notice is on."""
+    if harness != "claude-code" or not pressure_enabled(env):  # usage is read from Claude Code transcripts only
+        return {}
+    from pipeline.hook.pressure import parse_ratio, parse_window
+
+    return {"pressure": True, "pressure_ratio": parse_ratio(env.get("VOLUNTEER_HOOK_PRESSURE_RATIO", "")),
+            "pressure_window": parse_window(env.get("VOLUNTEER_HOOK_PRESSURE_WINDOW", ""))}

@@ -40,20 +40,21 @@ def session_file_name(session_id: str) -> str:
 
 
 class SessionHookState:
-    __slots__ = ("file_id", "is_new", "last_turn", "offset", "pending", "recent_prompts")
+    __slots__ = ("file_id", "is_new", "last_turn", "offset", "pending", "pressure", "recent_prompts")
 
     def __init__(self, last_turn: int = 0, offset: int | None = None, file_id: str | None = None,
                  recent_prompts: list[str] | None = None, pending: list[dict[str, Any]] | None = None,
-                 is_new: bool = True) -> None:
+                 is_new: bool = True, pressure: dict[str, Any] | None = None) -> None:
         self.last_turn = last_turn
         self.offset = offset
         self.file_id = file_id
         self.recent_prompts = recent_prompts if recent_prompts is not None else []
         self.pending = pending if pending is not None else []  # delivery objects not yet acknowledged
         self.is_new = is_new
+        self.pressure = pressure  # the context-pressure notice's state (pipeline.hook.pressure); None: never measured
 
     def to_json(self, session_id: str) -> bytes:
-        return jsonlite.dumps({
+        obj: dict[str, Any] = {
             "session_id": session_id,
             "last_turn": self.last_turn,
             "offset": self.offset,
@@ -61,7 +62,10 @@ class SessionHookState:
             "recent_prompts": self.recent_prompts[-RECENT_PROMPTS_KEPT:],
             "pending": self.pending[-PENDING_KEPT:],
             "updated_ms": int(time.time() * 1000),
-        }).encode("utf-8", "surrogatepass")
+        }
+        if self.pressure is not None:  # only with the notice on: files stay as they were without it
+            obj["pressure"] = self.pressure
+        return jsonlite.dumps(obj).encode("utf-8", "surrogatepass")
 
     @classmethod
     def from_json(cls, data: bytes) -> SessionHookState:
@@ -78,6 +82,7 @@ class SessionHookState:
             recent_prompts=[p for p in obj.get("recent_prompts") or [] if isinstance(p, str)],
             pending=[p for p in obj.get("pending") or [] if isinstance(p, dict)],
             is_new=False,
+            pressure=obj["pressure"] if isinstance(obj.get("pressure"), dict) else None,
         )
 
     def reserve(self, count: int) -> list[int]:

@@ -129,8 +129,17 @@ def _text_blocks(content: Any, kinds: tuple[str, ...]) -> str:
     return "\n".join(p for p in parts if p.strip()).strip()
 
 
+COMMAND_RECORD_PREFIXES = ("<command-name>", "<command-message>", "<command-args>", "<local-command-stdout>",
+                           "<local-command-stderr>")
+"""How Claude Code writes a slash command and its output into the transcript as user-role text."""
+
+
 def parse_claude_line(entry: Any) -> tuple[str, str] | None:
-    """A Claude Code transcript line -> (role, text), or None for anything but conversation text."""
+    """A Claude Code transcript line -> (role, text), or None for anything but conversation text.
+
+    Slash-command records (``<command-name>/clear</command-name>``, a local command's captured
+    output) are user-role lines but not the user's words, so they are skipped, as gbrain's hooks
+    do since 0.50.1."""
     if not isinstance(entry, dict) or entry.get("isSidechain") is True or entry.get("isMeta") is True:
         return None
     kind = entry.get("type")
@@ -141,6 +150,8 @@ def parse_claude_line(entry: Any) -> tuple[str, str] | None:
         return None
     role = message.get("role") if message.get("role") in ("user", "assistant") else kind
     text = _text_blocks(message.get("content"), ("text",))
+    if role == "user" and text.startswith(COMMAND_RECORD_PREFIXES):
+        return None
     return (str(role), text) if text else None
 
 

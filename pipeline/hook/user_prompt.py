@@ -129,6 +129,7 @@ class Call:
         self.record = CallRecord(cfg.channel)
         self.url = ""
         self.transport = Transport(None, cfg.cafile)
+        self.pressure: Any = None  # a pipeline.hook.pressure.Decision when the notice is on and measured
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -155,6 +156,8 @@ class Call:
             turns = self.new_turns(sf.state, payload.get("transcript_path"), prompt)
             if turns is None:
                 return None
+            if self.cfg.pressure:
+                self.measure_pressure(sf.state, payload.get("transcript_path"))
             answer = self.publish(sf, session_id, turns, prompt)
             if answer is None:
                 return None
@@ -218,6 +221,23 @@ class Call:
         state.remember_prompt(prompt)
         return [*catch_up, ("user", prompt)]
 
+    def measure_pressure(self, state: SessionHookState, transcript_path: Any) -> None:
+        """Decide the context-pressure notice for this prompt (pipeline.hook.pressure). Any failure
+        leaves it out: the notice is never worth a prompt's pages."""
+        from pipeline.hook.pressure import decide, measure, read_tail
+
+        try:
+            path = confine(transcript_path, self.cfg.transcript_root) if transcript_path is not None else None
+        except TranscriptRefused:
+            return
+        text = read_tail(path) if path is not None else None
+        measured = measure(text) if text else None
+        if measured is None:
+            return
+        decision = decide(state.pressure, measured, self.cfg.pressure_ratio, self.cfg.pressure_window)
+        state.pressure = decision.state  # saved with the numbers reserved next
+        self.pressure = decision if decision.fire else None
+
     def publish(self, sf: SessionStateFile, session_id: str, turns: list[tuple[str, str]],
                 prompt: str) -> dict[str, Any] | None:
         """Reserve numbers, POST, handle the answer; returns ``{"turn", "pages"}`` or None."""
@@ -271,16 +291,27 @@ class Call:
             items = items_from_answer(answer.get("pages"))
         except BadReply as exc:
             return self.degrade(exc.reason)
-        if not items:
+        notice = self.pressure.text() if self.pressure is not None else None
+        if not items and notice is None:
             self.record.outcome, self.record.reason = "nothing", self.record.warmup
             return
-        output, printed = fit(items, self.cfg.max_chars)
+        output, printed = fit(items, self.cfg.max_chars, notice=notice)
         if output is None:
             return self.degrade("over_cap")
         if not self.emit(output):
             return self.degrade("deadline")
+        if notice is not None:  # once per compaction segment: recorded only once it was printed
+            sf.state.pressure = self.pressure.printed()
+            sf.save()
+            self.record.reason = "pressure_notice"
+        if not printed:
+            self.record.outcome = "ok"
+            return
         self.record.outcome = "ok"
-        self.record.reason = "trimmed" if len(printed) < len(items) else self.record.warmup
+        if len(printed) < len(items):
+            self.record.reason = "trimmed"
+        elif notice is None:
+            self.record.reason = self.record.warmup
         self.record.pages_printed = len(printed)
         # imported after the output: the fast path up to it loads no record module
         from topics.delivery import Delivery

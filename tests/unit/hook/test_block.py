@@ -243,3 +243,27 @@ def test_the_fast_entry_parses_like_the_click_command() -> None:
 
     click_flags = {opt for param in user_prompt.params for opt in param.opts if opt.startswith("--")}
     assert click_flags == {flag for flag, _, _ in OPTIONS} | {"--harness"}
+
+
+def test_a_notice_goes_first_outside_the_envelope() -> None:
+    items = [pointer("a"), page("p1", 0.85)]
+    assert render_block(items, None) == render_block(items)
+    with_notice = render_block(items, "[volunteer] save now.")
+    assert with_notice == "[volunteer] save now.\n\n" + render_block(items)
+    assert render_block([], "[volunteer] save now.") == "[volunteer] save now."
+    assert render_block([]) == ""
+
+
+def test_fit_keeps_the_notice_and_drops_items_first() -> None:
+    items = [pointer("a"), page("p1", 0.85), page("p2", 0.8)]
+    assert fit(items, 10_000, notice=None) == fit(items, 10_000)  # without a notice: exactly as before
+    output, printed = fit(items, 10_000, notice="[volunteer] save now.")
+    assert output is not None and printed == items
+    assert block_of(output).startswith("[volunteer] save now.\n\n" + BLOCK_MARKER)
+    alone, none_printed = fit([], 10_000, notice="[volunteer] save now.")
+    assert alone is not None and none_printed == [] and block_of(alone) == "[volunteer] save now."
+    # a cap that holds the notice and one item: the items go, lowest first
+    one = len(fit(items[:1], 10_000, notice="[volunteer] save now.")[0] or "")
+    output, printed = fit(items, one, notice="[volunteer] save now.")
+    assert output is not None and [p["slug"] for p in printed] == ["a"]
+    assert fit(items, 60, notice="[volunteer] " + "x" * 100) == (None, [])  # not even the notice fits

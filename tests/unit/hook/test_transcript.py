@@ -75,6 +75,20 @@ def test_claude_lines_keep_conversation_text_only() -> None:
         assert parse_claude_line(orjson.loads(skipped)) is None
 
 
+def test_slash_command_records_are_not_the_users_words() -> None:
+    for record in ("<command-name>/model</command-name>\n<command-message>model</command-message>",
+                   "<command-message>init is analyzing</command-message>\n<command-name>/init</command-name>",
+                   "<local-command-stdout>Set model to Alice Example</local-command-stdout>",
+                   "<local-command-stderr>error</local-command-stderr>", "<command-args>x</command-args>"):
+        assert parse_claude_line(orjson.loads(claude("user", record))) is None
+        assert parse_claude_line(orjson.loads(claude("user", [{"type": "text", "text": record}]))) is None
+    # the user's own words that merely mention a tag are kept, and assistants are never filtered
+    kept = "Why does <command-name> show up in my log, Alice?"
+    assert parse_claude_line(orjson.loads(claude("user", kept))) == ("user", kept)
+    reply = "<local-command-stdout> is how Claude Code records output."
+    assert parse_claude_line(orjson.loads(claude("assistant", reply))) == ("assistant", reply)
+
+
 def test_codex_lines_keep_typed_prompts_and_replies() -> None:
     user = {"type": "event_msg", "payload": {"type": "user_message", "message": "Ask Alice Example"}}
     reply = {"type": "response_item", "payload": {"type": "message", "role": "assistant",
