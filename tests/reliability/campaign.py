@@ -234,6 +234,8 @@ class HookOutcome:
     returncode: int
     stderr: bytes
     during_fault: bool
+    began: float = 0.0
+    ended: float = 0.0
 
     def problem(self, baseline: frozenset[str]) -> str | None:
         if self.returncode != 0:
@@ -245,6 +247,28 @@ class HookOutcome:
         if self.pages and self.pages != baseline:
             return f"pages {sorted(self.pages)} instead of {sorted(baseline)}"
         return None
+
+
+def in_windows(began: float, ended: float, windows: list[tuple[float, float]]) -> bool:
+    """Whether a hook call from ``began`` to ``ended`` overlaps a fault's window (from a second before
+    the fault until its recovery is over)."""
+    return any(a - 1.0 <= ended and began <= b for a, b in windows)
+
+
+def empty_without_fault(outcomes: list[HookOutcome], windows: list[tuple[float, float]]) -> list[HookOutcome]:
+    """The calls that printed nothing with no fault near, judged against the *final* fault windows.
+
+    A window grows when the campaign sees the fault's recovery end (``Run.recovered``), which can be
+    after a call made during that recovery has returned; judged when it returned, such a call was
+    counted as empty with no fault near (seed 259474980: a call 13.1 s after a worker was added, whose
+    recovery took 15.5 s). Every call is therefore judged once all faults are over.
+    """
+    late = []
+    for outcome in outcomes:
+        outcome.during_fault = in_windows(outcome.began, outcome.ended, windows)
+        if not outcome.pages and not outcome.during_fault:
+            late.append(outcome)
+    return late
 
 
 def hook_pages(stdout: bytes) -> frozenset[str]:
@@ -449,12 +473,13 @@ class Run:
         ended = time.monotonic()
         with self.lock:
             windows = list(self.fault_windows)
-        in_fault = any(a - 1.0 <= ended and began <= b for a, b in windows)
+        in_fault = in_windows(began, ended, windows)
         try:
             pages = hook_pages(done.stdout)
         except (ValueError, KeyError, TypeError):
             pages = frozenset({f"<not a hook answer: {done.stdout[:100]!r}>"})
-        return HookOutcome(began - started_at, pages, (ended - began) * 1000, done.returncode, done.stderr, in_fault)
+        return HookOutcome(began - started_at, pages, (ended - began) * 1000, done.returncode, done.stderr, in_fault,
+                           began, ended)
 
 
 _WALL_OFFSET = time.time() - time.monotonic()
@@ -516,6 +541,10 @@ def run_one(plan: RunPlan, *, brain: BrainIndex | None = None, load: bool = True
             wait_until_quiet(settings, len(expected) + _hook_rows_lower_bound(result), timeout=240)
             stop_hooks.set()
             hook_thread.join(90)
+            with the_run.lock:
+                windows = list(the_run.fault_windows)
+            for outcome in empty_without_fault(result.hooks[1:], windows):
+                result.hook_problems.append(f"call at {outcome.at_s:.1f} s: no pages, with no fault near")
             final = the_run.call_hook(10_000, producer.started_at)
             result.hooks.append(final)
             if final.pages != baseline.pages or final.problem(baseline.pages):
@@ -562,9 +591,7 @@ def _hooks(the_run: Run, result: RunResult, producer: TimedProducer, baseline: f
     while not stop.is_set():
         outcome = the_run.call_hook(number, producer.started_at)
         result.hooks.append(outcome)
-        problem = outcome.problem(baseline)
-        if problem is None and not outcome.pages and not outcome.during_fault:
-            problem = "no pages, with no fault near"
+        problem = outcome.problem(baseline)  # empty answers are judged at the end (empty_without_fault)
         if problem is not None:
             result.hook_problems.append(f"call {number} at {outcome.at_s:.1f} s: {problem}")
         number += 1

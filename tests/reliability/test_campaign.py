@@ -14,7 +14,9 @@ import pytest
 from tests.reliability.campaign import (
     FAULT_KINDS,
     RECOVERY_BOUND_S,
+    HookOutcome,
     compound_wait,
+    empty_without_fault,
     plan_run,
     row_wait,
     run_campaign,
@@ -46,6 +48,20 @@ def test_a_row_is_judged_from_its_turn_or_its_latest_fault() -> None:
     assert row_wait(10.0, 30.0, [31.0]) == 20.0  # a fault after it arrived does not count
     # the whole wait discounts only outages
     assert compound_wait(10.0, 30.0, [(12.0, 17.0), (40.0, 41.0)]) == 15.0
+
+
+def test_an_empty_hook_answer_is_judged_against_the_fault_windows_as_they_end() -> None:
+    """Seed 259474980: a call returned empty during an added worker's recovery, before the campaign
+    saw that recovery end and widened the fault's window; judged on return it was "no fault near"."""
+    def call(began: float, pages: frozenset[str] = frozenset()) -> HookOutcome:
+        return HookOutcome(began, pages, 300.0, 0, b"", during_fault=False, began=began, ended=began + 0.3)
+
+    during_recovery, long_after, answered = call(40.4), call(60.0), call(41.0, frozenset({"- p"}))
+    windows_when_it_returned = [(27.3, 27.3 + RECOVERY_BOUND_S)]
+    final_windows = [(27.3, 42.8 + 1.0)]  # the recovery ended at 42.8 s, plus the slack
+    assert empty_without_fault([during_recovery], windows_when_it_returned) == [during_recovery]  # the old verdict
+    assert empty_without_fault([during_recovery, long_after, answered], final_windows) == [long_after]
+    assert during_recovery.during_fault and not long_after.during_fault
 
 
 def test_short_campaign_is_exact_with_no_stall() -> None:
