@@ -108,6 +108,7 @@ class StreamApp:
         self.lane = FastLane()  # hook records committed by their request (agents/fastlane.py)
         self.metrics = WorkerMetrics()  # served by run_worker when VOLUNTEER_METRICS_PORT is set
         self.metrics.bind(self)
+        self.metrics.watch_writer("events", self.writer)
 
         wiring.register_all(self)
         if web_enabled:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from pipeline.agents.batch_types import BatchOutput, OpensResult, SinkResult
-    from pipeline.agents.context import AgentContext
+    from pipeline.agents.context import AgentContext, CountsFailures
     from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,12 @@ SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 STAGE_WINDOW = "window"
 STAGE_SINK = "sink"
 STAGE_PAGE_OPENS = "page_opens"
+
+HOOK_OUTCOMES = ("answered", "empty", "timeout", "duplicate", "published", "forwarded", "refused", "error")
+"""Outcomes of a hook ``/turns`` request, each exported from the start (at 0) so ``increase()`` and
+the alert rules see the first one: pages answered, an answer with none, no answer within ``wait_ms``,
+a repeated turn, records published without waiting, handed to the owning worker, refused (400/409),
+the broker failing the publish (503)."""
 
 
 class MetricsPortError(RuntimeError):
@@ -89,6 +95,9 @@ class WorkerMetrics:
         self.dead_letters: dict[tuple[str, str], int] = {}
         self.page_opens = 0
         self.page_open_updates = 0
+        self.hook_requests = dict.fromkeys(HOOK_OUTCOMES, 0)
+        self.hook_pages = 0
+        self._writers: dict[str, list[CountsFailures]] = {}
         self._lock = threading.Lock()  # the scrape thread copies what the event loop adds to
         self._app: AgentContext | None = None
         self._server: WSGIServer | None = None
@@ -141,6 +150,17 @@ class WorkerMetrics:
         if result.dead_reasons:
             self._count_dead(STAGE_PAGE_OPENS, result.dead_reasons)
 
+    def hook_request(self, outcome: str, pages: int) -> None:
+        with self._lock:
+            self.hook_requests[outcome] = self.hook_requests.get(outcome, 0) + 1
+            self.hook_pages += pages
+
+    def watch_writer(self, name: str, writer: CountsFailures) -> None:
+        """Read ``writer.failures`` at scrape time: live while a batch still waits for PostgreSQL,
+        which a count taken when the batch commits would not be."""
+        with self._lock:
+            self._writers.setdefault(name, []).append(writer)
+
     # ------------------------------------------------------------------ HTTP endpoint
 
     def serve(self, host: str, port: int) -> int:
@@ -177,6 +197,8 @@ class _WorkerCollector:
             tally.add(m.tally)
             dead = dict(m.dead_letters)
             opens, updates = m.page_opens, m.page_open_updates
+            hooks, hook_pages = dict(m.hook_requests), m.hook_pages
+            writers = {name: list(ws) for name, ws in m._writers.items()}
         app = m._app
 
         if app is not None:
@@ -213,6 +235,17 @@ class _WorkerCollector:
         yield _counter("volunteer_page_opens", "Valid page-open records applied.", opens)
         yield _counter("volunteer_page_open_updates", "pages.last_retrieved_at rows changed by page opens "
                        "(throttled, unknown and deleted pages change none).", updates)
+        hook_family = CounterMetricFamily("volunteer_hook_requests", "Hook /turns requests this worker answered, "
+                                          "by outcome.", labels=["outcome"])
+        for outcome, n in sorted(hooks.items()):
+            hook_family.add_metric([outcome], n)
+        yield hook_family
+        yield _counter("volunteer_hook_pages", "Items (pointers and pages) returned to hooks in answers.", hook_pages)
+        retries = CounterMetricFamily("volunteer_db_retries", "Failed database attempts of a writer, each retried "
+                                      "after a backoff (PostgreSQL away or failing).", labels=["writer"])
+        for name, ws in sorted(writers.items()):
+            retries.add_metric([name], sum(w.failures for w in ws))
+        yield retries
         if app is not None:
             yield from self._current(app)
 

@@ -206,6 +206,15 @@ def answer_for(proposal: Proposal | None, token: str = "") -> dict[str, Any]:
             "pages": [{"kind": kind, **p.to_dict()} for kind, p in proposal.items()]}
 
 
+def answer_outcome(answer: dict[str, Any]) -> tuple[str, int]:
+    """The metrics outcome of a waited-for answer and the items it returns."""
+    status = answer["status"]
+    if status == "ok":
+        pages = len(answer["pages"])
+        return ("answered" if pages else "empty"), pages
+    return str(status), 0  # "timeout" or "duplicate"
+
+
 # ----------------------------------------------------------------------------- the endpoint
 
 
@@ -264,40 +273,48 @@ class HookEndpoint:
             return None
 
     async def turns(self, body: bytes, routed: bool) -> tuple[int, bytes]:
+        """Answer one ``/turns`` request and count it by outcome (``volunteer_hook_requests_total``)."""
+        status, data, outcome, pages = await self._turns(body, routed)
+        self.ctx.metrics.hook_request(outcome, pages)
+        return status, data
+
+    async def _turns(self, body: bytes, routed: bool) -> tuple[int, bytes, str, int]:
         settings = self.ctx.settings
         try:
             req = parse_turns_request(body, max_text_bytes=settings.max_text_bytes,
                                       max_session_id_chars=settings.max_session_id_chars, token=self.token)
         except BadRequest as exc:
-            return 400, orjson.dumps({"status": "bad_request", "error": str(exc)})
+            return 400, orjson.dumps({"status": "bad_request", "error": str(exc)}), "refused", 0
         if not routed:
             owner = self.owner_url(req.key)
             if owner is not None:
                 try:
-                    return await self.forward(owner, TURNS_PATH, body, req.wait_ms / 1000 + FORWARD_EXTRA_S)
+                    status, data = await self.forward(owner, TURNS_PATH, body, req.wait_ms / 1000 + FORWARD_EXTRA_S)
+                    return status, data, "forwarded", 0  # the owner counts its answer
                 except Exception as exc:  # owner unreachable: serve it here (publish, then wait)
                     log.warning("could not forward a hook request to %s (%s); answering here", owner, exc)
         last = self.last_turn_here(req.key) if req.numbers else None
         if last is not None and max(req.numbers) > last + MAX_TURN_AHEAD:
             return 409, orjson.dumps({"status": "out_of_range", "last_turn": last,
-                                      "error": f"turn numbers may run at most {MAX_TURN_AHEAD} ahead"})
+                                      "error": f"turn numbers may run at most {MAX_TURN_AHEAD} ahead"}), "refused", 0
         board = self.ctx.answers
         if req.wait_turn is not None:
             if board.busy(req.session_id, req.wait_turn):
-                return 409, orjson.dumps({"status": "busy", "error": "another request waits for this turn"})
+                return 409, orjson.dumps({"status": "busy", "error": "another request waits for this turn"}), "refused", 0
             board.forget(req.session_id, req.wait_turn)
         try:
             placed = await publish(self.ctx, settings.topic_turns, [(req.key, value) for value in req.records])
         except Exception as exc:
-            return 503, orjson.dumps({"status": "unavailable", "error": f"publish failed: {exc}"[:200]})
+            return 503, orjson.dumps({"status": "unavailable", "error": f"publish failed: {exc}"[:200]}), "error", 0
         if req.wait_turn is None:
-            return 200, orjson.dumps({"status": "published", "refused_deliveries": req.refused_deliveries})
+            return 200, orjson.dumps({"status": "published", "refused_deliveries": req.refused_deliveries}), "published", 0
         await self.commit_here(req, placed)  # the fast lane; if it cannot, the window agent answers
         proposal = await board.wait(req.session_id, req.wait_turn, req.wait_ms / 1000)
         answer = answer_for(proposal, self.token)
         if req.refused_deliveries:
             answer["refused_deliveries"] = req.refused_deliveries
-        return 200, orjson.dumps(answer)
+        outcome, pages = answer_outcome(answer)
+        return 200, orjson.dumps(answer), outcome, pages
 
     async def commit_here(self, req: TurnsRequest, placed: list[Placed]) -> None:
         """The fast lane (:mod:`pipeline.agents.fastlane`): when the records just published are the

@@ -298,7 +298,9 @@ class PageOpensCommit(WriteCommit[OpensResult]):
     WHAT: ClassVar[str] = "dead-lettering page opens"
 
     def __init__(self, ctx: AgentContext) -> None:
-        super().__init__(ctx, OpenWriter(ctx.settings.database_url, ctx.settings.topic_page_opens))
+        writer = OpenWriter(ctx.settings.database_url, ctx.settings.topic_page_opens)
+        super().__init__(ctx, writer)
+        ctx.metrics.watch_writer("page_opens", writer)  # its retries while PostgreSQL is away
 
     def count(self, result: OpensResult) -> None:
         super().count(result)

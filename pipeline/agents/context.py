@@ -53,6 +53,21 @@ class BatchMetrics(Protocol):
 
     def page_opens_batch(self, result: OpensResult) -> None: ...
 
+    def hook_request(self, outcome: str, pages: int) -> None:
+        """One ``/volunteer/hook/turns`` request answered, with its outcome and the items returned."""
+        ...
+
+    def watch_writer(self, name: str, writer: CountsFailures) -> None:
+        """Export ``writer``'s failed (retried) database attempts as ``writer=name``."""
+        ...
+
+
+class CountsFailures(Protocol):
+    """A database writer's running count of failed attempts (:class:`pipeline.agents.dbwriter.BatchWriter`)."""
+
+    @property
+    def failures(self) -> int: ...
+
 
 class AgentContext(Protocol):
     """One worker's shared parts, as the agents see them (``StreamApp`` provides them)."""

@@ -179,7 +179,8 @@ def test_page_opens_are_counted_only_once_their_dead_letters_are_delivered() -> 
     ctx = SimpleNamespace(
         app=SimpleNamespace(producer=Producer(log), should_stop=False), counters=Counters(),
         settings=SimpleNamespace(topic_dlq="dlq", database_url="postgresql://127.0.0.1:9/x", topic_page_opens="po"),
-        metrics=SimpleNamespace(page_opens_batch=lambda result: log.append("measure")))
+        metrics=SimpleNamespace(page_opens_batch=lambda result: log.append("measure"),
+                                watch_writer=lambda name, writer: None))
     commit = PageOpensCommit(ctx)
     commit.writer = SimpleNamespace(write=write)
     batches = Batches(log)

@@ -131,3 +131,47 @@ def test_serve_answers_on_the_chosen_port_and_stops() -> None:
         m.stop()
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+
+
+def test_hook_requests_count_by_outcome_from_zero_and_sum_pages() -> None:
+    from pipeline.worker_metrics import HOOK_OUTCOMES
+
+    m = WorkerMetrics()
+    before = samples(m)
+    # every outcome exists at 0 before the first request, so increase() sees the first one
+    assert {labels: v for (name, labels), v in before.items() if name == "volunteer_hook_requests_total"} == {
+        (("outcome", o),): 0 for o in HOOK_OUTCOMES}
+    m.hook_request("answered", 3)
+    m.hook_request("answered", 2)
+    m.hook_request("empty", 0)
+    m.hook_request("timeout", 0)
+    got = samples(m)
+    assert got[("volunteer_hook_requests_total", (("outcome", "answered"),))] == 2
+    assert got[("volunteer_hook_requests_total", (("outcome", "empty"),))] == 1
+    assert got[("volunteer_hook_requests_total", (("outcome", "timeout"),))] == 1
+    assert got[("volunteer_hook_requests_total", (("outcome", "error"),))] == 0
+    assert got[("volunteer_hook_pages_total", ())] == 5
+
+
+def test_answer_outcome_names_each_waited_answer() -> None:
+    from pipeline.agents.answers import answer_outcome
+
+    assert answer_outcome({"status": "ok", "pages": [{"slug": "a"}, {"slug": "b"}]}) == ("answered", 2)
+    assert answer_outcome({"status": "ok", "pages": []}) == ("empty", 0)
+    assert answer_outcome({"status": "timeout"}) == ("timeout", 0)
+    assert answer_outcome({"status": "duplicate", "turn": 3, "last_turn": 4}) == ("duplicate", 0)
+
+
+def test_db_retries_are_read_live_from_the_watched_writers() -> None:
+    from types import SimpleNamespace
+
+    m = WorkerMetrics()
+    events, opens_a, opens_b = SimpleNamespace(failures=0), SimpleNamespace(failures=1), SimpleNamespace(failures=2)
+    m.watch_writer("events", events)
+    m.watch_writer("page_opens", opens_a)
+    m.watch_writer("page_opens", opens_b)  # two page-opens agents: one series, summed
+    assert samples(m)[("volunteer_db_retries_total", (("writer", "events"),))] == 0
+    events.failures = 4  # a batch still retrying: seen at the next scrape, before it commits
+    got = samples(m)
+    assert got[("volunteer_db_retries_total", (("writer", "events"),))] == 4
+    assert got[("volunteer_db_retries_total", (("writer", "page_opens"),))] == 3
