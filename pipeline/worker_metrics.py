@@ -277,7 +277,10 @@ class _WorkerCollector:
                                 value=sessions)
         lag = GaugeMetricFamily("volunteer_consumer_lag", "Records not yet committed by this worker's group, per "
                                 "owned partition (high watermark minus committed offset).",
-                                labels=["topic", "partition"])
+                                labels=["topic", "partition", "stream"])
+        # ``stream``: the topic's role, whatever it is named (VOLUNTEER_TOPIC_*), for alerts and dashboards
+        streams = {settings.topic_turns: "turns", settings.topic_volunteered: "volunteered",
+                   settings.topic_page_opens: "page_opens"}
         for topic, partition, value in consumer_lag(app):
-            lag.add_metric([topic, str(partition)], value)
+            lag.add_metric([topic, str(partition), streams.get(topic, "other")], value)
         yield lag

@@ -259,6 +259,9 @@ def test_metrics_match_what_was_processed(scenario: Scenario) -> None:
     topics = {dict(labels)["topic"] for labels in lags}
     assert topics == {scenario.settings.topic_turns, scenario.settings.topic_volunteered,
                       scenario.settings.topic_page_opens}
+    streams = {dict(labels)["topic"]: dict(labels)["stream"] for labels in lags}
+    assert streams == {scenario.settings.topic_turns: "turns", scenario.settings.topic_volunteered: "volunteered",
+                       scenario.settings.topic_page_opens: "page_opens"}
     assert set(lags.values()) == {0}
     info = dict(next(labels for (name, labels) in m if name == "volunteer_worker_info"))
     assert info == {"app_id": scenario.settings.app_id, "broker": "tansu"}
