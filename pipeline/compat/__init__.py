@@ -16,7 +16,9 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
 4. :mod:`.recovery_retry`: a table recovery whose broker step timed out starts again instead of
    ending for good (the worker then never resumed its streams).
    It also watches the changelog read, which Faust waits for without a timeout, and sets it going
-   again when it receives nothing (:mod:`.recovery_stall` says what held it).
+   again when it receives nothing (:mod:`.recovery_stall` says what held it); neither restarts a
+   read while the group is between two assignments, and one that never finishes is rejoined
+   (:mod:`.reassignment`).
 5. :mod:`.sticky_assignment`: a worker over its share gives back first the partitions another
    worker claims (a woken zombie's, whose sessions it still holds), not arbitrary ones.
 6. :mod:`.changelog_pause`: aiokafka pauses the changelog partitions Faust has paused, so the

@@ -25,6 +25,16 @@ stops the consumer's flow (as Faust does when an assignment arrives), and raises
 the same assignment again a second later. Nothing read so far is lost: the changelog read goes on
 from the offsets already applied. A stopping or crashed service ends the task as before.
 
+**A retry during a rebalance.** A step often times out because the group is rebalancing (a broker
+that froze, a member that left). If the consumer is by then between two assignments
+(:func:`pipeline.compat.reassignment.reassigning`), the retry does not start the recovery of the
+old assignment: aiokafka would hand it no changelog record until the new assignment arrives (the
+campaign's seed 1561812524), and that assignment starts a recovery of its own. The retry leaves
+Faust's loop waiting for it (:func:`follow_reassignment`), asks the group to be joined again when
+the rebalance has not finished within ``REASSIGNMENT_S``, and starts the recovery itself only if
+the group settles with no new assignment, so no path leaves the worker without a recovery. The
+read watch below likewise does not read again while the group is between assignments.
+
 **A recovery that receives nothing.** The wait for the changelog read to end
 (``_wait(signal_recovery_end.wait())``) has no timeout in Faust: a recovery whose changelog records
 never arrive waits for ever, its streams stay paused, and rows stop arriving without an error
@@ -54,7 +64,7 @@ from aiokafka import errors as kafka_errors
 from faust.tables import recovery as faust_recovery
 from faust.tables.recovery import Recovery
 
-from pipeline.compat import recovery_stall
+from pipeline.compat import reassignment, recovery_stall
 from pipeline.internals import CompatError, installed_versions, require
 
 PATCH = "recovery-retry"
@@ -70,7 +80,13 @@ loaded cores (an empty one after its wait), so a healthy read is never this quie
 CHECK_S = 0.5
 """How often the wait for the end of the changelog read looks at the recovery's progress."""
 
+REASSIGNMENT_S = 30.0
+"""How long the group may stay between two assignments (partitions revoked, none assigned) before
+the worker asks to join it again: far beyond a healthy rebalance here (a 3 s session timeout, the
+broker's 2 s join hold, a 5 s request timeout twice), so only one that never finishes is touched."""
+
 _MARK = "_volunteer_retries_steps"
+_FOLLOWER = "_volunteer_follows_reassignment"
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +122,11 @@ def retry_timed_out_steps(wait: Callable[..., Awaitable[None]]) -> Callable[...,
         consumer.stop_flow()
         consumer.pause_partitions(consumer.assignment())
         await asyncio.sleep(RETRY_DELAY_S)
-        self.signal_recovery_start.set()
+        if reassignment.reassigning(self.app):
+            log.warning("table recovery: the group is rebalancing; the new assignment starts the recovery")
+            follow_reassignment(self)
+        else:
+            self.signal_recovery_start.set()
         raise faust_recovery.RebalanceAgain()
 
     setattr(_wait, _MARK, True)
@@ -147,6 +167,13 @@ async def _watched(recovery: Any, waiting: Any) -> None:
                 continue
             if loop.time() - since < STALL_S or recovery.should_stop or not recovery.need_recovery():
                 continue
+            if reassignment.reassigning(recovery.app):
+                # Nothing is handed out until the new assignment, which ends this wait (Faust's own
+                # RebalanceAgain); reading again would not help. One that never comes: rejoin.
+                if loop.time() - since >= REASSIGNMENT_S:
+                    _rejoin(recovery, loop.time() - since)
+                    since = loop.time()
+                continue
             log.warning("table recovery: no changelog record for %.0f s with records still to read; reading "
                         "again from the offsets applied; %s", loop.time() - since, recovery_stall.report(recovery))
             await read_again(recovery)
@@ -156,6 +183,48 @@ async def _watched(recovery: Any, waiting: Any) -> None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def follow_reassignment(recovery: Any) -> None:
+    """Watch, in a task of its own, for the assignment that ends the rebalance a timed-out step's
+    retry left the recovery to (module doc): nothing to do once it started a recovery (Faust's
+    ``on_rebalance`` moves the recovery's generation and sets its start signal); a rejoin asked
+    when it does not come within ``REASSIGNMENT_S``; and the recovery started here after all when
+    the group settles without one, so the retry never leaves a worker without a recovery."""
+    previous = getattr(recovery, _FOLLOWER, None)
+    if previous is not None and not previous.done():
+        previous.cancel()
+    setattr(recovery, _FOLLOWER, asyncio.ensure_future(_await_assignment(recovery)))
+
+
+async def _await_assignment(recovery: Any) -> None:
+    loop = asyncio.get_running_loop()
+    generation = recovery._generation_id
+    since, settled = loop.time(), None
+    while not recovery.should_stop:
+        if recovery.signal_recovery_start.is_set() or recovery._generation_id != generation:
+            return  # the new assignment started its recovery
+        if reassignment.reassigning(recovery.app):
+            settled = None
+            if loop.time() - since >= REASSIGNMENT_S:
+                _rejoin(recovery, loop.time() - since)
+                since = loop.time()
+        else:
+            # The generation is unchanged, so Faust's loop waits for the start signal: setting it
+            # cannot interrupt a read (which Faust would take for its end).
+            settled = loop.time() if settled is None else settled
+            if loop.time() - settled >= STALL_S:
+                log.warning("table recovery: the group settled without a new assignment; starting the "
+                            "recovery again")
+                recovery.signal_recovery_start.set()
+                return
+        await asyncio.sleep(CHECK_S)
+
+
+def _rejoin(recovery: Any, waited_s: float) -> None:
+    asked = reassignment.request_rejoin(recovery.app)
+    log.warning("table recovery: the group has been rebalancing for %.0f s without a new assignment; %s",
+                waited_s, "asking to join the group again" if asked else "cannot ask to rejoin (no consumer)")
 
 
 async def read_again(recovery: Any) -> None:
@@ -196,7 +265,7 @@ def install() -> None:
     coroutine ``(self, coro, timeout=None)`` this wraps or the loop's exceptions are missing."""
     if installed():
         return
-    require(PATCH, Recovery, "signal_recovery_start", "signal_recovery_end",
+    require(PATCH, Recovery, "signal_recovery_start", "signal_recovery_end", "_generation_id",
             methods=("_wait", "_restart_recovery", "need_recovery"))
     require(PATCH, faust_recovery, "ServiceStopped", "RebalanceAgain")
     current = Recovery._wait

@@ -39,6 +39,7 @@ class FakeRecovery:
         self._stopped = asyncio.Event()
         self._crashed = asyncio.Event()
         self.signal_recovery_start = asyncio.Event()
+        self._generation_id = 0
 
 
 def _waiting(raises: BaseException | None) -> Any:
@@ -263,3 +264,110 @@ def test_other_waits_are_not_watched(quick_watch: None) -> None:
 
     asyncio.run(go())
     assert recovery.calls == []
+
+
+# ---------------------------------------------------------------- a retry while the group rebalances
+
+
+class Group:
+    """aiokafka's parts the rebalance checks read: the reassignment flag and the coordinator."""
+
+    def __init__(self) -> None:
+        self.reassignment_in_progress = True
+        self.rejoins = 0
+
+    def request_rejoin(self) -> None:
+        self.rejoins += 1
+
+
+def _in_a_rebalance(recovery: Any, group: Group) -> None:
+    client = type("Client", (), {"_subscription": group, "_coordinator": group})()
+    recovery.app.consumer._thread = type("Thread", (), {"_consumer": client,
+                                                        "thread_loop": asyncio.get_running_loop()})()
+    recovery._generation_id = 7
+
+
+@pytest.fixture
+def quick_follow(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recovery_retry, "STALL_S", 0.2)
+    monkeypatch.setattr(recovery_retry, "CHECK_S", 0.02)
+    monkeypatch.setattr(recovery_retry, "REASSIGNMENT_S", 0.3)
+
+
+def test_a_step_that_timed_out_during_a_rebalance_leaves_the_recovery_to_the_new_assignment(
+        quick_follow: None) -> None:
+    """Seed 1561812524: the retry started the recovery of the old assignment while the group was
+    rebalancing, and aiokafka then handed it no changelog record. The retry now waits for the new
+    assignment, whose ``on_rebalance`` (generation 8 and the start signal) ends the watch."""
+    recovery, group = FakeRecovery(), Group()
+
+    async def go() -> tuple[bool, bool]:
+        _in_a_rebalance(recovery, group)
+        with pytest.raises(RebalanceAgain):
+            await recovery_retry.retry_timed_out_steps(_waiting(ServiceStopped()))(recovery, "highwaters", 5.0)
+        started_at_once = recovery.signal_recovery_start.is_set()
+        await asyncio.sleep(0.1)
+        group.reassignment_in_progress = False  # the new assignment arrives: Faust's on_rebalance
+        recovery._generation_id = 8
+        recovery.signal_recovery_start.set()
+        follower = getattr(recovery, recovery_retry._FOLLOWER)
+        await asyncio.wait_for(follower, 2)
+        recovery.signal_recovery_start.clear()  # Faust's loop takes the signal
+        await asyncio.sleep(0.4)  # longer than the settle time: the watch must not start another
+        return started_at_once, recovery.signal_recovery_start.is_set()
+
+    started_at_once, started_again = asyncio.run(go())
+    assert not started_at_once  # stock retry: True, a recovery on the old assignment
+    assert not started_again and group.rejoins == 0
+
+
+def test_a_rebalance_that_never_finishes_asks_to_rejoin(quick_follow: None,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    recovery, group = FakeRecovery(), Group()
+
+    async def go() -> None:
+        _in_a_rebalance(recovery, group)
+        with pytest.raises(RebalanceAgain):
+            await recovery_retry.retry_timed_out_steps(_waiting(ServiceStopped()))(recovery, "highwaters", 5.0)
+        await asyncio.sleep(0.45)
+        getattr(recovery, recovery_retry._FOLLOWER).cancel()
+
+    with caplog.at_level("WARNING", logger=recovery_retry.__name__):
+        asyncio.run(go())
+    assert group.rejoins == 1
+    assert any("asking to join the group again" in r.getMessage() for r in caplog.records)
+    assert not recovery.signal_recovery_start.is_set()
+
+
+def test_a_group_that_settles_without_an_assignment_gets_its_recovery_started(quick_follow: None) -> None:
+    recovery, group = FakeRecovery(), Group()
+
+    async def go() -> None:
+        _in_a_rebalance(recovery, group)
+        with pytest.raises(RebalanceAgain):
+            await recovery_retry.retry_timed_out_steps(_waiting(ServiceStopped()))(recovery, "highwaters", 5.0)
+        group.reassignment_in_progress = False  # and no on_rebalance follows
+        await asyncio.wait_for(getattr(recovery, recovery_retry._FOLLOWER), 2)
+
+    asyncio.run(go())
+    assert recovery.signal_recovery_start.is_set()  # never left without a recovery
+
+
+def test_a_quiet_read_during_a_rebalance_is_not_read_again_but_rejoins_when_it_lasts(
+        quick_watch: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recovery_retry, "REASSIGNMENT_S", 0.5)
+    recovery, group = ReadingRecovery(left=5), Group()
+
+    async def go() -> None:
+        _in_a_rebalance(recovery, group)
+        wait = recovery_retry.retry_timed_out_steps(_faust_wait)
+        waiting = asyncio.ensure_future(wait(recovery, recovery.signal_recovery_end.wait()))
+        while not group.rejoins:
+            assert not waiting.done()
+            await asyncio.sleep(0.02)
+        recovery.signal_recovery_end.set()
+        await asyncio.wait_for(waiting, 5)
+
+    asyncio.run(asyncio.wait_for(go(), 10))
+    assert "seek" not in " ".join(recovery.calls)  # no read again: aiokafka hands nothing out meanwhile
+    assert group.rejoins == 1
