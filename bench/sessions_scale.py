@@ -28,6 +28,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
+import signal
+import subprocess
 import tempfile
 import time
 import urllib.request
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import bench.pipeline_bench as pb
-from bench.common import load_note, loadavg, rss_bytes
+from bench.common import cpu_seconds, load_note, loadavg, rss_bytes
 from pipeline.embedded.postgres import EmbeddedPostgres
 from pipeline.embedded.tansu import EmbeddedBroker, free_port
 from pipeline.settings import Settings
@@ -148,13 +150,25 @@ async def read_changelog(settings: Settings) -> Changelog:
     return Changelog(records, written, len(live), sum(live))
 
 
-def start_group(settings: Settings, workdir: Path, port: int) -> tuple[pb.Workers, float]:
-    """One worker with its metrics on ``port``; (the group, seconds from start to ready)."""
+def start_group(settings: Settings, workdir: Path, port: int,
+                profile: Path | None = None) -> tuple[pb.Workers, float]:
+    """One worker with its metrics on ``port``; (the group, seconds from start to ready). With
+    ``profile``, py-spy samples the worker from its start to its ready line (a flame graph for
+    ``.svg``, collapsed stacks otherwise)."""
     pb.WORKER_ENV["VOLUNTEER_METRICS_PORT"] = str(port)
     started = time.monotonic()
     group = pb.Workers(settings, 1, workdir)
+    spy = None
+    if profile is not None:
+        fmt = "flamegraph" if profile.suffix == ".svg" else "raw"  # raw: collapsed stacks, one per line
+        spy = subprocess.Popen(["py-spy", "record", "-r", "100", "-f", fmt, "-o", str(profile), "-p",
+                                str(group.procs[0].pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     group.wait_ready(PARTITIONS, timeout=900)
-    return group, time.monotonic() - started - 0.5  # wait_ready sleeps 0.5 s after the ready line
+    ready = time.monotonic() - started - 0.5  # wait_ready sleeps 0.5 s after the ready line
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its graph on an interrupt
+        spy.wait(timeout=60)
+    return group, ready
 
 
 def recovered_sessions(group: pb.Workers) -> int:
@@ -167,6 +181,10 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=1_000_000, help="sessions to create (default 1,000,000)")
     parser.add_argument("--turns", type=int, default=2, help="turns per session (default 2)")
     parser.add_argument("--keep-logs", type=Path, help="copy the two workers' logs into this folder")
+    parser.add_argument("--profile-recovery", type=Path, metavar="SVG",
+                        help="sample the fresh worker's recovery with py-spy into this file (.svg: a flame graph, "
+                             "else collapsed stacks); "
+                             "(py-spy must be on PATH; it is not a dependency)")
     args = parser.parse_args()
     total = args.sessions * args.turns
     print(f"sessions scale: {args.sessions:,} sessions x {args.turns} turns, {PARTITIONS} partitions  "
@@ -204,8 +222,10 @@ def main() -> None:
 
         port = free_port()
         (workdir / "fresh").mkdir()
-        fresh, ready_full = start_group(settings, workdir / "fresh", port)
+        broker_cpu = cpu_seconds(broker.pid)
+        fresh, ready_full = start_group(settings, workdir / "fresh", port, args.profile_recovery)
         try:
+            recovery_cpu = cpu_seconds(fresh.procs[0].pid), cpu_seconds(broker.pid) - broker_cpu
             rss_recovered = rss_bytes(fresh.procs[0].pid)
             recovered = recovered_sessions(fresh)
             before = turns_decided(port)
@@ -220,11 +240,12 @@ def main() -> None:
               f"{ready_full - ready_empty:.1f} s to recover {recovered:,} sessions ({log.records:,} changelog records "
               f"read); RSS {rss_recovered / 2**20:,.0f} MiB ({(rss_recovered - rss_empty) / max(1, recovered):,.0f} B "
               f"per session over an empty worker); first turn after recovery decided {served * 1000:.0f} ms "
-              f"after it was produced  [{load_note()}]", flush=True)
+              f"after it was produced; CPU from start to ready: worker {recovery_cpu[0]:.1f} s, broker "
+              f"{recovery_cpu[1]:.1f} s  [{load_note()}]", flush=True)
         if args.keep_logs:
             args.keep_logs.mkdir(parents=True, exist_ok=True)
-            for log in (*first.logs, *fresh.logs):
-                shutil.copy(log, args.keep_logs / f"{log.parent.name}-{log.name}")
+            for worker_log in (*first.logs, *fresh.logs):
+                shutil.copy(worker_log, args.keep_logs / f"{worker_log.parent.name}-{worker_log.name}")
 
 
 if __name__ == "__main__":

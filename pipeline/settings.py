@@ -138,6 +138,11 @@ class Settings(BaseModel):
         True, description="The window and sink agents take their records a fetch at a time straight from the "
                           "consumer, without Faust's per-record conductor, event and stream (less CPU per turn; "
                           "docs/performance.md, goal 2). Off: through Faust's stream, as before.")
+    changelog_direct: bool = Field(
+        True, description="A table recovery applies its changelog records a fetch at a time as they are fetched, "
+                          "without Faust's per-record conductor, event, queue and recovery loop (a fresh worker "
+                          "recovers a million sessions several times faster; docs/performance.md, \"A million "
+                          "sessions\"). Off: through Faust's recovery loop, as before.")
     producer_batch_bytes: int = Field(
         262_144, ge=16_384, le=1_000_000,
         description="Most bytes of one partition's record batch in the worker's produce requests (Faust's "

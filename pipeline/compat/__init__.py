@@ -33,6 +33,8 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
    also feeds :mod:`.direct_delivery`: the window and sink agents' topics skip Faust's conductor,
    events and streams (setting ``direct_delivery``; the feeds are registered while the agents are
    wired, through the port's ``direct_feed``).
+   And a table recovery's changelog records are applied as fetched (:mod:`.changelog_feed`,
+   setting ``changelog_direct``).
 10. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
    producer's batch path, the memory store's key partitions, the table store and consumer without
    creating them), served through the port :func:`pipeline.internals.internals`.
@@ -81,5 +83,5 @@ def install(app: Any, settings: Settings) -> None:
         fetch_interval.install(app, settings.fetch_interval_ms, settings.fetch_interval_from_rate)
     if settings.consumer_in_loop:
         inloop_consumer.install(app)
-    fastdrain.install(app, pause_s=settings.fetch_pause_ms / 1000)
+    fastdrain.install(app, pause_s=settings.fetch_pause_ms / 1000, changelog=settings.changelog_direct)
     faust_internals.install()

@@ -53,15 +53,17 @@ import types
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
+from faust.tables.recovery import Recovery
 from faust.transport import consumer as faust_consumer
 from mode.utils.queues import FlowControlEvent, ThrowableQueue
 
-from pipeline.compat import direct_delivery, recovery_order
+from pipeline.compat import changelog_feed, direct_delivery, recovery_order
 from pipeline.internals import CompatError, installed_versions, require
 
 PATCH = "fastdrain"
 
 PAUSE_ATTR = "_volunteer_fetch_pause_s"
+CHANGELOG_ATTR = "_volunteer_changelog_direct"
 
 CLASS_PARTS = ("_add_gap", "getmany", "wait_first", "commit", "sleep", "_drain_messages")
 """Methods of Faust's ``Consumer`` class the loop calls (or replaces), checked at install."""
@@ -162,6 +164,8 @@ async def drain_messages(self: Any, fetcher: Any) -> None:
     flow_suspended = suspend_flow.is_set
     streams_active = self.app.flow_control.is_active
     feeds = direct_delivery.feeds(self.app)  # the batch agents' topics (compat/direct_delivery.py)
+    changelog = changelog_feed.feed(self.app) if getattr(self, CHANGELOG_ATTR, False) else None
+    changelog_topics = changelog.topics if changelog is not None else frozenset()
 
     yield_every = 100
     num_since_yield = 0
@@ -193,7 +197,10 @@ async def drain_messages(self: Any, fetcher: Any) -> None:
                         # With the flow suspended the record is dropped, as when wait_first's flow
                         # event won: it is fetched again after the rebalance's seek.
                         feed = feeds.get(message.topic) if feeds else None
-                        if feed is not None:
+                        if (message.topic in changelog_topics and not flow_suspended()
+                                and changelog is not None and changelog.take(tp, message)):
+                            pass  # applied to its table's recovery (compat/changelog_feed.py)
+                        elif feed is not None:
                             # Faust's stream queues take nothing while its flow control is suspended
                             # either: the record is fetched again after the seek that ends it.
                             if not flow_suspended() and streams_active() and feed.put(message):
@@ -207,6 +214,8 @@ async def drain_messages(self: Any, fetcher: Any) -> None:
                                 if drained is not None and not flow_suspended():
                                     await self.wait_first(drained, suspend_flow.wait())
                         set_read_offset(tp, offset)
+                if changelog is not None:
+                    changelog.end_of_fetch()
                 unset_flag(flag_consumer_fetching)
             if delivered and pause_s:
                 await sleep(pause_s)  # let the next fetch collect more (see the module doc)
@@ -227,13 +236,16 @@ async def drain_messages(self: Any, fetcher: Any) -> None:
         unset_flag(flag_consumer_fetching)
 
 
-def patch_consumer(consumer: Any, pause_s: float = 0.0) -> None:
+def patch_consumer(consumer: Any, pause_s: float = 0.0, changelog: bool = False) -> None:
     """Give one Faust consumer the inline drain loop, pausing ``pause_s`` after every fetch that
-    delivered records; :class:`CompatError` if the consumer or its app's conductor lacks a part."""
+    delivered records, and with ``changelog`` applying a recovery's changelog records as fetched
+    (:mod:`pipeline.compat.changelog_feed`); :class:`CompatError` if the consumer or its app's
+    conductor lacks a part."""
     require(PATCH, consumer, *INSTANCE_PARTS, methods=CLASS_PARTS)
     require(PATCH, consumer.app.topics, "_tp_index")  # the conductor queues_drained reads
     require(PATCH, consumer.app.flow_control, methods=("is_active",))
     setattr(consumer, PAUSE_ATTR, pause_s)
+    setattr(consumer, CHANGELOG_ATTR, changelog)
     consumer._drain_messages = types.MethodType(drain_messages, consumer)
 
 
@@ -245,7 +257,7 @@ def check_faust() -> None:
             methods=("qsize",))
 
 
-def install(app: Any, pause_s: float = 0.0) -> None:
+def install(app: Any, pause_s: float = 0.0, changelog: bool = False) -> None:
     """Patch the consumer ``app`` creates (lazily, on first use of ``app.consumer``).
 
     Refuses unless the recovery-order correction is installed: inline delivery of whole fetches
@@ -255,12 +267,14 @@ def install(app: Any, pause_s: float = 0.0) -> None:
         raise CompatError(f"compat patch {PATCH}: refusing to install without the {recovery_order.PATCH} "
                           f"correction (inline delivery lost rows without it; {installed_versions()})")
     check_faust()
+    if changelog:
+        changelog_feed.check_recovery(Recovery)
     require(PATCH, app, methods=("_new_consumer",))
     original = app._new_consumer
 
     def _new_consumer() -> Any:
         consumer = original()
-        patch_consumer(consumer, pause_s)
+        patch_consumer(consumer, pause_s, changelog)
         return consumer
 
     app._new_consumer = _new_consumer

@@ -13,6 +13,7 @@ import orjson
 import psycopg
 import pytest
 
+from pipeline.compat.changelog_feed import APPLIED_LOG
 from pipeline.settings import Settings
 from tests.integration.stream.conftest import WorkerFactory
 from tests.integration.stream.harness import (
@@ -42,8 +43,11 @@ def wait_for_row_count(settings: Settings, at_least: int, timeout: float = 60) -
         time.sleep(0.01)
 
 
+@pytest.mark.parametrize("direct", ["true", "false"], ids=["changelog-feed", "faust-recovery"])
 def test_worker_killed_mid_stream_resumes_with_windows_and_dedupe_intact(
-        pipeline_settings: Settings, start_worker: WorkerFactory) -> None:
+        pipeline_settings: Settings, start_worker: WorkerFactory, direct: str) -> None:
+    """Both ways a recovery reads the changelog (settings.changelog_direct): applied as fetched
+    (compat/changelog_feed.py), and through Faust's recovery loop."""
     settings = pipeline_settings
     sessions = copies(conformance_sessions(), 5)  # ~9k turns, so the kill lands mid-stream
     expected = expected_events(sessions)
@@ -59,11 +63,16 @@ def test_worker_killed_mid_stream_resumes_with_windows_and_dedupe_intact(
 
     # Phase 2: a new worker recovers the table (windows, dedupe, offsets) and gets the rest, whose
     # emissions depend on the state the first worker built.
-    second = start_worker("--brain", str(CONFORMANCE_BRAIN))
+    second = start_worker("--brain", str(CONFORMANCE_BRAIN), VOLUNTEER_CHANGELOG_DIRECT=direct)
     run(produce_turns(settings, interleave(sessions, 4)))
     events = volunteered_on_topic(settings, total)
     assert distinct_by_session(events) == {sid: evs for sid, evs in expected.items() if evs}
     assert_rows_match(wait_for_rows(settings.database_url, total), expected)
+    applied = [line for line in second.log().splitlines() if APPLIED_LOG in line]
+    if direct == "true":
+        assert applied and int(applied[0].split(APPLIED_LOG)[1].split()[0]) > 0, second.log()[-2000:]
+    else:
+        assert applied == []
 
     # A clean stop and restart changes nothing: the committed offsets are past everything.
     assert second.stop() == 0
