@@ -77,6 +77,7 @@ async def sweep_idle_sessions(ctx: AgentContext) -> int:
             partition = is_idle(value, cutoff, owned)
             if partition is not None:
                 ctx.table.delete_in_partition(key, partition)
+                ctx.processor.forget(key)
                 deleted += 1
         await asyncio.sleep(0)  # let the stream run between chunks
     if deleted:

@@ -100,6 +100,13 @@ class WindowProcessor:
             for oldest in list(islice(cache, len(cache) - DECODED_CACHE_MAX + DECODED_CACHE_EVICT)):
                 del cache[oldest]
 
+    def forget(self, key: bytes) -> None:
+        """Drop the decoded state of a session that left the table (idle expiry). Never needed for
+        correctness (a cached state is used only while its exact bytes are the table's value), but
+        without it an expired session's decoded state stayed in the cache until evicted: up to
+        ``DECODED_CACHE_MAX`` states of sessions that are gone (``bench.expiry_churn``)."""
+        self._decoded.pop(key, None)
+
     def _dead(self, out: BatchOutput, rec: InRecord, code: str, message: str, now_ms: int) -> None:
         letter = DeadLetter.build(key=rec.key, value=rec.value, topic=self.topic, partition=rec.partition,
                                   offset=rec.offset, error=code, message=message, now_ms=now_ms)

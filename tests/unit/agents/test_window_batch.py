@@ -262,3 +262,14 @@ def test_the_decoded_cache_stays_in_bounds_and_lets_the_least_recently_saved_go_
     kept = list(cache)
     assert kept == [b"s%d" % i for i in range(sessions - len(kept), sessions)]  # the newest, oldest first
     assert cache[b"s%d" % (sessions - 1)] == (b"v1-%d" % (sessions - 1), record)
+
+
+def test_an_expired_session_leaves_the_decoded_cache(settings: Settings) -> None:
+    """Idle expiry calls ``forget``: the week-long churn bench had the cache holding up to its size
+    of decoded states of sessions already gone from the table."""
+    processor = WindowProcessor(settings)
+    processor.saved(b"gone", b"v1", SessionRecord())
+    processor.saved(b"kept", b"v2", SessionRecord())
+    processor.forget(b"gone")
+    processor.forget(b"never-seen")  # a session saved before a restart: nothing to drop
+    assert list(processor._decoded) == [b"kept"]
