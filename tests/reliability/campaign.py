@@ -64,6 +64,8 @@ from topics.tansu_client import SESSION_TIMEOUT_S
 
 RECOVERY_BOUND_S = SESSION_TIMEOUT_S + 10.0
 READ_STALL_MARK = "table recovery: no changelog record for"  # compat/recovery_retry.py
+LEFT_TO_ASSIGNMENT_MARK = "the new assignment starts the recovery"  # a retry during a rebalance (same module)
+REJOIN_MARK = "asking to join the group again"  # a rebalance that did not finish in 30 s (same module)
 """The issue's bound: after its turn is produced, and after the latest fault it met, no row waits
 longer than this (a fault of a worker is detected after the session timeout; 10 s to recover)."""
 
@@ -302,6 +304,8 @@ class RunResult:
     warnings_late: int = 0
     recovery_restarts: int = 0  # recoveries started again after a step's timeout (compat/recovery_retry.py)
     read_stalls: int = 0  # changelog reads that received nothing and were set going again (same module)
+    left_to_assignment: int = 0  # of the restarts, those left to the group's new assignment (same module)
+    rejoins: int = 0  # rebalances that did not finish within 30 s, rejoined (same module)
     logs: list[str] = field(default_factory=list, repr=False)
 
     @property
@@ -571,8 +575,11 @@ def run_one(plan: RunPlan, *, brain: BrainIndex | None = None, load: bool = True
         result.warnings_late = sum(log.count("left out") for log in result.logs)
         result.recovery_restarts = sum(log.count("starting the recovery again") for log in result.logs)
         result.read_stalls = sum(log.count(READ_STALL_MARK) for log in result.logs)
+        result.left_to_assignment = sum(log.count(LEFT_TO_ASSIGNMENT_MARK) for log in result.logs)
+        result.rejoins = sum(log.count(REJOIN_MARK) for log in result.logs)
         the_run.stop_services()
-        if keep is not None and (keep_all or not result.ok or result.warnings_late or result.read_stalls):  # evidence
+        if keep is not None and (keep_all or not result.ok or result.warnings_late or result.read_stalls
+                                 or result.rejoins):  # evidence
             keep.mkdir(parents=True, exist_ok=True)
             for index, log in enumerate(result.logs):
                 (keep / f"seed{plan.seed}-worker{index}.log").write_text(log)
@@ -683,7 +690,9 @@ class CampaignFigures:
             f"(during or right after a fault), problems {sum(len(r.hook_problems) for r in self.results)}",
             f"table recoveries started again after a step's timeout (each a stall for good without "
             f"compat/recovery_retry.py): {sum(r.recovery_restarts for r in self.results)} in "
-            f"{sum(1 for r in self.results if r.recovery_restarts)} runs",
+            f"{sum(1 for r in self.results if r.recovery_restarts)} runs, of which "
+            f"{sum(r.left_to_assignment for r in self.results)} during a rebalance, left to the new assignment; "
+            f"rebalances rejoined after 30 s: {sum(r.rejoins for r in self.results)}",
             f"changelog reads that received nothing for {recovery_retry.STALL_S:.0f} s and were set going again "
             f"(each a stall for good without it; the log line says what held them): "
             f"{sum(r.read_stalls for r in self.results)} in {sum(1 for r in self.results if r.read_stalls)} runs"
