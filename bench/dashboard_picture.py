@@ -76,22 +76,24 @@ def _cell(panel: dict[str, Any], x0: float, y0: float, start: float, end: float)
                    f'{escape(_fmt(v, unit))}</text>')
         out.append(f'<line x1="{x0 + PAD_L}" x2="{x0 + PAD_L + w}" y1="{sy(v):.1f}" y2="{sy(v):.1f}" stroke="#eee"/>')
     span = end - start
-    for t in range(0, int(span) + 1, 30 if span > 90 else 15):
+    step = next((s for s in (5, 10, 15, 30, 60, 300) if span / s <= 6), 600)
+    for t in range(0, int(span) + 1, step):
         out.append(f'<text x="{sx(start + t):.1f}" y="{y0 + PAD_T + h + 13}" text-anchor="middle" fill="#555">{t}s</text>')
     if not lines:
         out.append(f'<text x="{x0 + PAD_L + w / 2}" y="{y0 + PAD_T + h / 2}" text-anchor="middle" fill="#999">'
                    'no data (nothing happened)</text>')
     legend_x = x0 + PAD_L
+    per_row = 1 if len(lines) <= 3 and any(len(name) > 24 for name, _ in lines) else 2
     for i, (name, pts) in enumerate(lines[:6]):
         colour = COLOURS[i % len(COLOURS)]
         path = " ".join(f"{'M' if j == 0 or pts[j - 1][0] < t - 1.5 else 'L'}{sx(t):.1f},{sy(v):.1f}"
                         for j, (t, v) in enumerate(pts))
         out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="1.4"/>')
-        row, col = divmod(i, 2)
-        lx = legend_x + col * (w / 2)
+        row, col = divmod(i, per_row)
+        lx = legend_x + col * (w / per_row)
         ly = y0 + PAD_T + h + 26 + row * 11
         out.append(f'<rect x="{lx:.1f}" y="{ly - 7}" width="8" height="3" fill="{colour}"/>')
-        out.append(f'<text x="{lx + 11:.1f}" y="{ly - 3}" font-size="9">{escape(name[:34])}</text>')
+        out.append(f'<text x="{lx + 11:.1f}" y="{ly - 3}" font-size="9">{escape(name[:34] if per_row == 1 else name[:26])}</text>')
     return out
 
 
@@ -118,8 +120,8 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     dump = orjson.loads(Path(argv[0]).read_bytes())
-    note = ("one worker, Prometheus scraping every second: sample transcript + a malformed turn + hook requests, "
-            "then a database outage and its recovery; x: seconds since the worker was first scraped")
+    note = ("one worker scraped every second: sample transcript, a malformed turn, hook requests, then a "
+            "database outage and its recovery; x: seconds")
     Path(argv[1]).write_text(render(dump, "volunteer-stream dashboard, from a real run", note), encoding="utf-8")
     return 0
 

@@ -203,7 +203,8 @@ def dump_dashboard(prom: Prometheus, start: float, path: Path) -> None:
     for panel in dashboard["panels"]:
         targets = []
         for target in panel.get("targets", []):
-            expr = target["expr"].replace("$__rate_interval", "15s").replace("$__range", "2m")
+            # Grafana's $__rate_interval: four scrape intervals (1 s here), at least the step plus one
+            expr = target["expr"].replace("$__rate_interval", "5s").replace("$__range", "2m")
             data = prom.get("/api/v1/query_range", query=expr, start=f"{start:.3f}", end=f"{time.time():.3f}",
                             step="1")
             targets.append({"expr": target["expr"], "legend": target.get("legendFormat", ""),
