@@ -450,3 +450,30 @@ def test_create_topics_script_is_valid_sh() -> None:
     topics = compose_data["services"]["topics"]
     assert topics["entrypoint"][-1].endswith("/" + script.name)
     assert any(str(v).startswith(f"./{script.name}:") for v in topics["volumes"])
+
+
+def test_grafana_is_provisioned_with_prometheus_and_the_dashboard(services: dict[str, dict[str, Any]]) -> None:
+    """Grafana's provisioning files point at the compose Prometheus and at the path where the
+    dashboard file is mounted; a renamed service, port or mount would leave an empty Grafana."""
+    grafana = services["grafana"]
+    mounts = dict(str(m).split(":")[:2] for m in grafana["volumes"] if str(m).startswith("./"))
+    assert mounts.get("./grafana/provisioning") == "/etc/grafana/provisioning", mounts
+    provisioning = COMPOSE_DIR / "grafana" / "provisioning"
+
+    datasources = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text(encoding="utf-8"))
+    [source] = datasources["datasources"]
+    url = urlsplit(source["url"])
+    assert url.hostname in services and url.hostname == "prometheus", source["url"]
+    published = [str(p).rsplit(":", 1)[-1] for p in services["prometheus"].get("ports", [])]
+    assert str(url.port) in published, f"Grafana asks {source['url']}; prometheus listens on {published}"
+    assert set(grafana["networks"]) & set(services["prometheus"]["networks"])
+    assert grafana["depends_on"]["prometheus"]["condition"] == "service_healthy"
+
+    dashboard_file = COMPOSE_DIR / "grafana" / "volunteer-dashboard.json"
+    target = mounts.get("./grafana/volunteer-dashboard.json", "")
+    providers = yaml.safe_load((provisioning / "dashboards" / "volunteer.yml").read_text(encoding="utf-8"))
+    paths = [p["options"]["path"] for p in providers["providers"]]
+    assert target and str(Path(target).parent) in paths, f"dashboard mounted at {target!r}, providers read {paths}"
+    assert environment(grafana)["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"] == target
+    variables = json.loads(dashboard_file.read_text(encoding="utf-8"))["templating"]["list"]
+    assert {"name": "datasource", "type": "datasource", "query": source["type"]}.items() <= variables[0].items()

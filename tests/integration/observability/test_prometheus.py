@@ -52,7 +52,7 @@ ALERTS = ROOT / "compose" / "alerts.yml"
 PROMETHEUS = shutil.which("prometheus")
 DUMP_ENV = "VOLUNTEER_PROMETHEUS_DUMP"
 """When set, the scenario also writes the dashboard's panels over the run (``query_range``) to this
-JSON file: the data of the picture in docs/observability.md (``scripts/plot_dashboard.py``)."""
+JSON file: the data of the picture in docs/observability.md (``python -m bench.dashboard_picture``)."""
 
 
 class Prometheus:
@@ -197,13 +197,14 @@ def hook_turn(worker: Worker, session_id: str, turn: int, text: str) -> dict[str
 
 
 def dump_dashboard(prom: Prometheus, start: float, path: Path) -> None:
-    """Every dashboard panel's queries over the run, for the picture (scripts/plot_dashboard.py)."""
+    """Every dashboard panel's queries over the run, for the picture (``python -m bench.dashboard_picture``)."""
     dashboard = orjson.loads((ROOT / "compose" / "grafana" / "volunteer-dashboard.json").read_bytes())
     panels = []
     for panel in dashboard["panels"]:
         targets = []
         for target in panel.get("targets", []):
-            expr = target["expr"].replace("$__rate_interval", "15s").replace("$__range", "2m")
+            # Grafana's $__rate_interval: four scrape intervals (1 s here), at least the step plus one
+            expr = target["expr"].replace("$__rate_interval", "5s").replace("$__range", "2m")
             data = prom.get("/api/v1/query_range", query=expr, start=f"{start:.3f}", end=f"{time.time():.3f}",
                             step="1")
             targets.append({"expr": target["expr"], "legend": target.get("legendFormat", ""),
