@@ -33,9 +33,14 @@ def _client_and_loop(app: Any) -> tuple[Any, Any]:
     return getattr(thread, "_consumer", None), getattr(thread, "thread_loop", None)
 
 
+def aiokafka_client(app: Any) -> Any:
+    """The app's aiokafka consumer, or None before Faust has made it (never raises)."""
+    return _client_and_loop(app)[0]
+
+
 def reassigning(app: Any) -> bool:
     """True while the group has revoked this consumer's partitions and not yet assigned new ones."""
-    client, _ = _client_and_loop(app)
+    client = aiokafka_client(app)
     try:
         return bool(client._subscription.reassignment_in_progress)
     except AttributeError:  # no consumer yet, or an aiokafka without the flag: as stock Faust

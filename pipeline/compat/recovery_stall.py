@@ -24,17 +24,14 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from pipeline.compat import reassignment
+
 
 def _safe(read: Callable[[], Any]) -> Any:
     try:
         return read()
     except Exception:  # diagnostics only (module doc)
         return "?"
-
-
-def _aiokafka_client(app: Any) -> Any:
-    thread = getattr(app.consumer, "_thread", None)
-    return getattr(thread, "_consumer", None)
 
 
 def _tp_state(client: Any, tp: Any) -> str:
@@ -83,7 +80,7 @@ def report(recovery: Any) -> str:
 def _report(recovery: Any) -> str:
     app = recovery.app
     consumer = app.consumer
-    client = _safe(lambda: _aiokafka_client(app))
+    client = _safe(lambda: reassignment.aiokafka_client(app))
     remaining = _safe(lambda: {tp: n for tp, n in recovery.active_remaining().items() if n > 0})
     parts = []
     if isinstance(remaining, dict):
