@@ -29,7 +29,9 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -146,7 +148,8 @@ def wait_committed(cluster: Cluster, timeout: float) -> None:
     raise SystemExit(f"the group did not commit every turn within {timeout:.0f} s")
 
 
-def one_run(cluster: Cluster, count: int, workload: Workload, rate: float, seed: int) -> ScaleRun:
+def one_run(cluster: Cluster, count: int, workload: Workload, rate: float, seed: int,
+            profile: Path | None = None) -> ScaleRun:
     """A fresh group and fresh topics on the shared services, ``count`` workers, the workload once."""
     cluster.settings = settings_for(cluster.services.broker, new_names(), database_url=cluster.services.database_url,
                                     topic_partitions=PARTITIONS)
@@ -160,6 +163,11 @@ def one_run(cluster: Cluster, count: int, workload: Workload, rate: float, seed:
     worker_pids = [w.proc.pid for w in cluster.workers.values() if w.proc is not None]
     service_pids = tree_pids(cluster.services.proc.pid)
     before_w, before_s = cpu_of(worker_pids), cpu_of(service_pids)
+    spies = [] if profile is None else [
+        subprocess.Popen(["py-spy", "record", "-r", "100", "-f", "raw", "-p", str(pid),
+                          "-o", str(profile / f"{count}-workers-{i}.txt")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for i, pid in enumerate(worker_pids, 1)]
     began = time.monotonic()
     producer = ClientProducer(cluster.client.ns, cluster.settings, workload, rate, seed)
     producer.start()
@@ -167,6 +175,9 @@ def one_run(cluster: Cluster, count: int, workload: Workload, rate: float, seed:
     wait_committed(cluster, timeout=600)
     seconds = time.monotonic() - began
     after_w, after_s = cpu_of(worker_pids), cpu_of(service_pids)
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its samples on an interrupt
+        spy.wait(60)
     shares = []
     for name, worker in cluster.workers.items():
         assert worker.host is not None
@@ -189,10 +200,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=2_000, help="concurrent sessions (default 2,000)")
     parser.add_argument("--rate", type=float, default=500.0, help="mean turns/s produced (default 500)")
     parser.add_argument("--seed", type=int, default=28)
+    parser.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment setting for every worker (repeatable), e.g. VOLUNTEER_FETCH_PAUSE_MS=20")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="sample every worker with py-spy over the measured span into this directory (collapsed "
+                             "stacks, one file a worker; py-spy must be on PATH, it is not a dependency)")
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.workers.split(",")]
     if max(counts) > 4 or min(counts) < 1:
         parser.error("--workers: counts from 1 to 4")
+    extra = dict(item.split("=", 1) for item in args.worker_env if "=" in item)
+    if len(extra) != len(args.worker_env):
+        parser.error("--worker-env takes NAME=VALUE")
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
     reason = unavailable_reason()
     if reason is not None:
         print(f"workers_scale: network namespaces unavailable: {reason}", file=sys.stderr)
@@ -209,10 +230,11 @@ def main(argv: list[str] | None = None) -> int:
             services = start_services(net["db"], root)
             first = settings_for(services.broker, new_names(), database_url=services.database_url,
                                  topic_partitions=PARTITIONS)
-            cluster = Cluster(net, services, first, root, worker_env={"VOLUNTEER_METRICS_PORT": str(METRICS_PORT)})
+            env = {"VOLUNTEER_METRICS_PORT": str(METRICS_PORT), **extra}
+            cluster = Cluster(net, services, first, root, worker_env=env)
             try:
                 for count in counts:
-                    run = one_run(cluster, count, workload, args.rate, args.seed)
+                    run = one_run(cluster, count, workload, args.rate, args.seed, args.profile)
                     runs.append(run)
                     print(run.render(runs[0] if runs[0] is not run and runs[0].workers == 1 else None), flush=True)
             finally:
