@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import psycopg
 
 from bench.common import CpuMeter, Latency, load_note, loadavg, produce_at_rate
@@ -37,6 +38,7 @@ from bench.pipeline_bench import Workers, count_rows, expected_pages, instrument
 from pipeline.embedded.postgres import EmbeddedPostgres
 from pipeline.embedded.tansu import EmbeddedBroker
 from sinks.schema import migrate
+from topics.clients import make_consumer
 from topics.definitions import ensure_topics
 
 DEFAULT_RATES = (250, 500, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 10000, 12000)
@@ -56,6 +58,8 @@ class Step:
     kept_up: bool
     cpu_us_per_turn: dict[str, float]
     load: float
+    hops: dict[str, float] = field(default_factory=dict)
+    """Medians and p99s (ms) of a row's two hops through the broker (:func:`hop_split`)."""
 
 
 @dataclass
@@ -90,6 +94,57 @@ def growing(latencies_by_send: list[float]) -> bool:
     first = sorted(latencies_by_send[:third])[third // 2]
     last = sorted(latencies_by_send[-third:])[third // 2]
     return last > 2 * first + 50
+
+
+async def _volunteered_stamps(settings: Any, tag: str) -> dict[tuple[str, int, str], float]:
+    """(session, turn, slug) -> the broker timestamp (s) of each ``volunteered`` record of ``tag``'s
+    sessions: the worker's create time, set when it appended the record to a batch."""
+    consumer = make_consumer(settings, settings.topic_volunteered, max_partition_fetch_bytes=8 * 2**20)
+    await consumer.start()  # no group: every partition
+    stamps: dict[tuple[str, int, str], float] = {}
+    try:
+        parts = consumer.assignment()
+        while not parts:
+            await asyncio.sleep(0.1)
+            parts = consumer.assignment()
+        ends = await consumer.end_offsets(list(parts))
+        remaining = {tp for tp, end in ends.items() if end > 0}
+        while remaining:
+            batch = await consumer.getmany(timeout_ms=500, max_records=50_000)
+            for tp, recs in batch.items():
+                for rec in recs:
+                    value = orjson.loads(rec.value or b"{}")
+                    if str(value.get("session_id", "")).startswith(tag + "-"):
+                        stamps[(value["session_id"], int(value["turn"]), value["slug"])] = rec.timestamp / 1000
+                if recs and recs[-1].offset + 1 >= ends[tp]:
+                    remaining.discard(tp)
+    finally:
+        await consumer.stop()
+    return stamps
+
+
+def hop_split(settings: Any, tag: str, since: float) -> dict[str, float]:
+    """Each row's produce-to-row latency in its two hops through the broker: *decide* (the turn's
+    send to the worker appending its ``volunteered`` record: the turns fetch and its hold, the
+    decision batch, the state save) and *sink* (that append to the INSERT: the produce, the
+    sink's fetch and its hold, the write). Medians and p99s in ms, of the rows sent after ``since``."""
+    stamps = asyncio.run(_volunteered_stamps(settings, tag))
+    decide: list[float] = []
+    sink: list[float] = []
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        for session, turn, slug, sent, inserted in conn.execute(
+                "SELECT session_id, turn, slug, extract(epoch FROM volunteered_at), extract(epoch FROM inserted_at) "
+                "FROM context_volunteer_events WHERE session_id LIKE %s AND volunteered_at >= to_timestamp(%s)",
+                (tag + "-%", since)):
+            stamp = stamps.get((session, int(turn), slug))
+            if stamp is not None:
+                decide.append((stamp - float(sent)) * 1000)
+                sink.append((float(inserted) - stamp) * 1000)
+    if not decide:
+        return {}
+    first, second = Latency.of(decide), Latency.of(sink)
+    return {"decide_median_ms": first.median_ms, "decide_p99_ms": first.p99_ms,
+            "sink_median_ms": second.median_ms, "sink_p99_ms": second.p99_ms, "matched": float(len(decide))}
 
 
 def _wait_rows(url: str, target: int, timeout: float) -> int:
@@ -138,7 +193,7 @@ def step(settings: Any, group: Workers, broker: EmbeddedBroker, pg: EmbeddedPost
     kept = (arrived >= expect and latency.p99_ms <= KEEP_UP_P99_MS and drain <= KEEP_UP_DRAIN_S
             and not growing(lat_by_send))
     return Step(rate, len(turns), expect, arrived, len(turns) / (last - first), latency, drain, kept,
-                _per_turn(used, len(turns)), load)
+                _per_turn(used, len(turns)), load, hop_split(settings, tag, first + warmup))
 
 
 def burst(settings: Any, group: Workers, broker: EmbeddedBroker, pg: EmbeddedPostgres, total: int,

@@ -75,6 +75,11 @@ def main() -> None:
                 print(f"steady {rate:,.0f} turns/s: {'kept up' if s.kept_up else 'FELL BEHIND'}, median "
                       f"{s.latency.median_ms:.1f} ms, p99 {s.latency.p99_ms:.1f} ms; CPU µs/turn "
                       f"{_fmt(s.cpu_us_per_turn)}  [load {s.load:.2f}]", flush=True)
+                if s.hops:
+                    h = s.hops
+                    print(f"    hops: decide {h['decide_median_ms']:.1f} / {h['decide_p99_ms']:.1f} ms, sink "
+                          f"{h['sink_median_ms']:.1f} / {h['sink_p99_ms']:.1f} ms (median / p99, "
+                          f"{h['matched']:,.0f} rows)", flush=True)
             if args.burst:
                 result = e2e_bench.GroupResult(args.workers)
                 e2e_bench.burst(settings, group, broker, pg, args.burst, result)
