@@ -20,7 +20,8 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
    read while the group is between two assignments, and one that never finishes is rejoined
    (:mod:`.reassignment`).
 5. :mod:`.sticky_assignment`: a worker over its share gives back first the partitions another
-   worker claims (a woken zombie's, whose sessions it still holds), not arbitrary ones.
+   worker claims (a woken zombie's, whose sessions it still holds), not arbitrary ones; the leader
+   then gives back its most caught-up partitions, keeping those with records still waiting.
 6. :mod:`.changelog_pause`: aiokafka pauses the changelog partitions Faust has paused, so the
    worker's Fetch names only the partitions Faust reads.
 7. :mod:`.fetch_wait`: on the embedded broker, a fetch wait that grows while fetches come back
@@ -75,7 +76,8 @@ def install(app: Any, settings: Settings) -> None:
     tansu_transport.check_app(app)  # refuses exactly-once on a tansu:// app, whatever built it
     recovery_order.install()
     recovery_retry.install()
-    sticky_assignment.install()
+    sticky_assignment.install(sticky_assignment.backlog_of(
+        app, lambda: {settings.topic_turns, settings.topic_volunteered}))
     changelog_pause.install()
     if settings.broker_is_embedded and settings.fetch_wait_max_ms:
         fetch_wait.install(app, settings.fetch_wait_max_ms)

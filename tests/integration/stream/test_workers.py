@@ -7,6 +7,7 @@ nothing stored twice (the topic may repeat an event after a crash; the table nev
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 
 import orjson
@@ -158,6 +159,12 @@ def test_a_partition_kept_through_a_rebalance_is_read_from_where_the_memory_ends
     kept = set(one.owned_partitions())
     assert kept and kept != {0, 1, 2, 3}
     after = one.log()[written:]
+    # the leader read a backlog for each partition from its real consumer in the middle of the
+    # rebalance, and gave back its most caught-up ones (compat/sticky_assignment.py)
+    gave = re.search(r"the leader gives back its most caught-up partitions \[([\d, ]+)\] \(backlog \{([^}]*)\}", after)
+    assert gave is not None, after[-3000:]
+    assert {int(p) for p in gave.group(1).split(",")} == {0, 1, 2, 3} - kept
+    assert len(gave.group(2).split(",")) == 4
     highwaters = _start_table(after, "Highwater - Active")
     starts = _start_table(after, "Reading Starts At - Active")
     assert set(starts) == kept, (starts, kept)
