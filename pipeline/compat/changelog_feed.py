@@ -25,6 +25,16 @@ in progress, of a table whose keys and values are raw bytes (the session table: 
 are the record's bytes, with no schema to run). Anything else (a standby partition, a record
 outside a recovery, another kind of table) takes the stock path. The record is taken only while
 the consumer's flow is active, as the stock path delivers it only then.
+
+The end of a read is a level, not a pulse: Faust's recovery waits on ``signal_recovery_end``, and
+its own loop clears that event at the top of every turn, right after it set it. The feed sets it
+from the fetch path, where Faust's loop is not turning (it waits up to 5 s for a changelog event
+that never comes, the feed having taken them), so the event stayed set. A recovery that began
+within those 5 s (a second rebalance right after the first, issue 27's seed 2067250784: 2.8 s)
+found it set, ended at once with a whole partition unread, and the worker then decided that
+partition's turns on missing states: pages volunteered again, turns numbered from 1. So each
+recovery the feed serves clears the event as it starts (:func:`clear_end_on_start`, on Faust's
+``_set_recovery_started``, before the flow is resumed, so no end of this read can be lost).
 """
 
 from __future__ import annotations
@@ -39,7 +49,7 @@ PATCH = "changelog-feed"
 
 RECOVERY_PARTS = ("in_recovery", "active_tps", "active_offsets", "tp_to_table", "buffers",
                   "_active_events_received_at", "signal_recovery_end")
-RECOVERY_METHODS = ("need_recovery", "flush_buffers", "_set_recovery_ended")
+RECOVERY_METHODS = ("need_recovery", "flush_buffers", "_set_recovery_ended", "_set_recovery_started")
 RAW = "raw"
 APPLIED_LOG = "table recovery: changelog records applied as fetched:"
 """Logged at the end of each read this feed ended, with its count (the recovery tests look for it)."""
@@ -74,6 +84,7 @@ class ChangelogFeed:
             return False
         if recovery is not self._checked:
             require(PATCH, recovery, *RECOVERY_PARTS, methods=RECOVERY_METHODS)
+            clear_end_on_start(recovery)
             self._checked = recovery
         if not recovery.in_recovery or tp not in recovery.active_tps:
             return False
@@ -102,6 +113,23 @@ class ChangelogFeed:
         recovery._set_recovery_ended()
         recovery.signal_recovery_end.set()
         log.info("%s %d (since the worker started)", APPLIED_LOG, self.applied)
+
+
+_CLEARS = "_volunteer_clears_end_on_start"
+
+
+def clear_end_on_start(recovery: Any) -> None:
+    """Make ``recovery`` clear its end-of-read event whenever a recovery starts (module doc); once."""
+    if getattr(recovery, _CLEARS, False):
+        return
+    started = recovery._set_recovery_started
+
+    def _set_recovery_started() -> None:
+        recovery.signal_recovery_end.clear()  # a read this feed ended must not end the next one
+        started()
+
+    recovery._set_recovery_started = _set_recovery_started
+    setattr(recovery, _CLEARS, True)
 
 
 def check_recovery(recovery_class: Any) -> None:

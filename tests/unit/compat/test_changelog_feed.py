@@ -63,6 +63,17 @@ class FakeRecovery:
         self.in_recovery = False
         self.ended += 1
 
+    def _set_recovery_started(self) -> None:  # what Faust calls as each recovery begins
+        self.in_recovery = True
+
+    def restart(self, highwaters: dict[TP, int]) -> None:
+        """A new assignment's recovery, the way Faust begins it: new partitions, then started."""
+        self.active_tps = set(highwaters)
+        self.active_offsets = {tp: -1 for tp in highwaters}
+        self.active_highwaters = highwaters
+        self.tp_to_table = {tp: next(iter(self.tp_to_table.values())) for tp in highwaters}
+        self._set_recovery_started()
+
 
 def _app(table: Table, recovery: FakeRecovery | None, tables: dict[str, Any] | None = None) -> Any:
     manager = type("Tables", (), {"_changelogs": tables or {"sessions-changelog": table}, "_recovery": recovery})()
@@ -134,3 +145,27 @@ def test_a_recovery_without_the_parts_it_uses_is_refused() -> None:
 
 def test_faust_recovery_has_what_the_feed_calls() -> None:
     changelog_feed.check_recovery(Recovery)  # the pinned Faust; a later one without them is refused at install
+
+
+def test_the_end_of_a_read_does_not_end_the_next_recovery() -> None:
+    """Issue 27, seed 2067250784: a recovery the feed ended left ``signal_recovery_end`` set (Faust's
+    loop, which clears it, was waiting for events the feed had taken), and the next recovery, 2.8 s
+    later, ended at once with a whole partition unread. Now each recovery starts with it clear."""
+    async def go() -> list[bool]:
+        table = Table()
+        recovery = FakeRecovery(table, {CL0: 2})
+        feed = changelog_feed.feed(_app(table, recovery))
+        assert feed is not None
+        for offset in range(2):
+            feed.take(CL0, Message(CL0, offset, b"s%d" % offset, b"state"))
+        feed.end_of_fetch()
+        seen = [recovery.signal_recovery_end.is_set()]  # the first read ended
+        recovery.restart({CL1: 3})  # the next assignment, with a partition to read whole
+        seen.append(recovery.signal_recovery_end.is_set())  # what Faust's wait would see: must be unset
+        for offset in range(3):
+            feed.take(CL1, Message(CL1, offset, b"t%d" % offset, b"state"))
+        feed.end_of_fetch()
+        seen.append(recovery.signal_recovery_end.is_set())  # ended by its own records
+        return seen
+
+    assert asyncio.run(go()) == [True, False, True]
