@@ -8,16 +8,17 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from pipeline.settings import Settings  # noqa: E402
-from topics.clients import make_producer  # noqa: E402
+from topics.clients import make_consumer, make_producer  # noqa: E402
 from topics.records import Turn  # noqa: E402
 
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -162,3 +163,25 @@ class Latency:
         last = len(ordered) - 1
         return cls(len(ordered), statistics.median(ordered), ordered[int(0.90 * last)],
                    ordered[int(0.99 * last)], ordered[-1])
+
+
+async def read_topic(settings: Settings, topic: str, **consumer_kwargs: int) -> AsyncIterator[Any]:
+    """Every record of ``topic`` up to its end when the read began (all partitions, no group)."""
+    consumer = make_consumer(settings, topic, **consumer_kwargs)
+    await consumer.start()  # no group: every partition, nothing to leave
+    try:
+        parts = consumer.assignment()
+        while not parts:
+            await asyncio.sleep(0.1)
+            parts = consumer.assignment()
+        ends = await consumer.end_offsets(list(parts))
+        remaining = {tp for tp, end in ends.items() if end > 0}
+        while remaining:
+            batch = await consumer.getmany(timeout_ms=500, max_records=50_000)
+            for tp, recs in batch.items():
+                for rec in recs:
+                    yield rec
+                if recs and recs[-1].offset + 1 >= ends[tp]:
+                    remaining.discard(tp)
+    finally:
+        await consumer.stop()

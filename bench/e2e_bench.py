@@ -33,12 +33,11 @@ from typing import Any
 import orjson
 import psycopg
 
-from bench.common import CpuMeter, Latency, load_note, loadavg, produce_at_rate
+from bench.common import CpuMeter, Latency, load_note, loadavg, produce_at_rate, read_topic
 from bench.pipeline_bench import Workers, count_rows, expected_pages, instrument, make_turns, settings_for
 from pipeline.embedded.postgres import EmbeddedPostgres
 from pipeline.embedded.tansu import EmbeddedBroker
 from sinks.schema import migrate
-from topics.clients import make_consumer
 from topics.definitions import ensure_topics
 
 DEFAULT_RATES = (250, 500, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 10000, 12000)
@@ -99,27 +98,11 @@ def growing(latencies_by_send: list[float]) -> bool:
 async def _volunteered_stamps(settings: Any, tag: str) -> dict[tuple[str, int, str], float]:
     """(session, turn, slug) -> the broker timestamp (s) of each ``volunteered`` record of ``tag``'s
     sessions: the worker's create time, set when it appended the record to a batch."""
-    consumer = make_consumer(settings, settings.topic_volunteered, max_partition_fetch_bytes=8 * 2**20)
-    await consumer.start()  # no group: every partition
     stamps: dict[tuple[str, int, str], float] = {}
-    try:
-        parts = consumer.assignment()
-        while not parts:
-            await asyncio.sleep(0.1)
-            parts = consumer.assignment()
-        ends = await consumer.end_offsets(list(parts))
-        remaining = {tp for tp, end in ends.items() if end > 0}
-        while remaining:
-            batch = await consumer.getmany(timeout_ms=500, max_records=50_000)
-            for tp, recs in batch.items():
-                for rec in recs:
-                    value = orjson.loads(rec.value or b"{}")
-                    if str(value.get("session_id", "")).startswith(tag + "-"):
-                        stamps[(value["session_id"], int(value["turn"]), value["slug"])] = rec.timestamp / 1000
-                if recs and recs[-1].offset + 1 >= ends[tp]:
-                    remaining.discard(tp)
-    finally:
-        await consumer.stop()
+    async for rec in read_topic(settings, settings.topic_volunteered, max_partition_fetch_bytes=8 * 2**20):
+        value = orjson.loads(rec.value or b"{}")
+        if str(value.get("session_id", "")).startswith(tag + "-"):
+            stamps[(value["session_id"], int(value["turn"]), value["slug"])] = rec.timestamp / 1000
     return stamps
 
 

@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import bench.pipeline_bench as pb
-from bench.common import cpu_seconds, load_note, loadavg, rss_bytes
+from bench.common import cpu_seconds, load_note, loadavg, read_topic, rss_bytes
 from pipeline.embedded.postgres import EmbeddedPostgres
 from pipeline.embedded.tansu import EmbeddedBroker, free_port
 from pipeline.settings import Settings
 from sinks.schema import migrate
-from topics.clients import make_consumer, make_producer
+from topics.clients import make_producer
 from topics.definitions import ensure_topics
 from topics.records import Turn
 
@@ -122,30 +122,14 @@ class Changelog:
 async def read_changelog(settings: Settings) -> Changelog:
     """Sizes only (a dict of key -> last value length), so a multi-GB changelog never sits in memory."""
     topic = f"{settings.app_id}-sessions-changelog"
-    consumer = make_consumer(settings, topic, max_partition_fetch_bytes=8 * 2**20, fetch_max_bytes=64 * 2**20)
-    await consumer.start()  # no group: every partition, nothing to leave
-    try:
-        parts = consumer.assignment()
-        while not parts:
-            await asyncio.sleep(0.1)
-            parts = consumer.assignment()
-        ends = await consumer.end_offsets(list(parts))
-        last: dict[bytes, int] = {}
-        records = written = 0
-        remaining = {tp for tp, end in ends.items() if end > 0}
-        while remaining:
-            batch = await consumer.getmany(timeout_ms=500, max_records=50_000)
-            for tp, recs in batch.items():
-                for rec in recs:
-                    records += 1
-                    size = len(rec.key or b"") + len(rec.value or b"")
-                    written += size
-                    if rec.key is not None:
-                        last[rec.key] = 0 if rec.value is None else size
-                if recs and recs[-1].offset + 1 >= ends[tp]:
-                    remaining.discard(tp)
-    finally:
-        await consumer.stop()
+    last: dict[bytes, int] = {}
+    records = written = 0
+    async for rec in read_topic(settings, topic, max_partition_fetch_bytes=8 * 2**20, fetch_max_bytes=64 * 2**20):
+        records += 1
+        size = len(rec.key or b"") + len(rec.value or b"")
+        written += size
+        if rec.key is not None:
+            last[rec.key] = 0 if rec.value is None else size
     live = [size for size in last.values() if size]
     return Changelog(records, written, len(live), sum(live))
 
