@@ -42,7 +42,8 @@ from typing import Any
 from faust.assignor import copartitioned_assignor
 from faust.assignor.client_assignment import CopartitionedAssignment
 
-from pipeline.internals import CompatError, installed_versions, require
+from pipeline.compat.reassignment import aiokafka_client
+from pipeline.internals import CompatError, installed_versions, internals, require
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +101,6 @@ def backlog_of(app: Any, topics: Callable[[], set[str]]) -> Backlog:
     """Read ``app``'s aiokafka consumer: its member id, and per partition number the records of
     ``topics()`` past the committed offset (the high watermark of the latest Fetch; the assignment
     being replaced is still the consumer's while the leader assigns). Never raises: ``(None, {})``."""
-    from pipeline.compat.reassignment import aiokafka_client
-    from pipeline.internals import internals
-
     def read() -> tuple[str | None, dict[int, int]]:
         try:
             client = aiokafka_client(app)
