@@ -15,6 +15,7 @@ import pytest
 
 from pipeline.settings import Settings
 from tests.integration.hook.conftest import HookRunner, Worker, printed, wait_rows
+from tests.services.broker import new_names, settings_for
 
 pytestmark = pytest.mark.integration
 
@@ -63,15 +64,20 @@ def test_a_lane_committed_prompt_is_decided_once_and_stays_deduped(worker: Worke
     assert hook.heartbeat()["last_reason"] in ("", None)  # no renumbering, no duplicate
 
 
-def test_a_worker_killed_after_the_lane_committed(hook_settings: Settings, tmp_path: Path) -> None:
+def test_a_worker_killed_after_the_lane_committed(hook_settings: Settings, module_broker_url: str,
+                                                 tmp_path: Path) -> None:
+    # Its own topics and group: the module's worker (still running for this module) must not join
+    # it, or the session's partition may be that worker's and the fast lane never taken here.
+    own = settings_for(module_broker_url, new_names(), database_url=hook_settings.database_url, topic_partitions=4)
     home = tmp_path / "home"
     (home / ".claude" / "projects").mkdir(parents=True)
-    first = Worker(hook_settings, tmp_path / "w1.log", tmp_path / "d1", env_extra=PAUSE).start()
+    first = Worker(own, tmp_path / "w1.log", tmp_path / "d1", env_extra=PAUSE).start()
     second: Worker | None = None
     try:
         first.wait_ready()
         hook = HookRunner(first.url, home, tmp_path / "state", secrets_dir=first.state_dir)
         assert printed(hook("lane-kill", WARM).stdout) == []
+        assert hook.heartbeat()["last_reason"] in ("", None)  # answered, not an empty answer at the deadline
         before = first.health()
         assert printed(hook("lane-kill", PROMPT).stdout) == [ALICE, KITELINE]
         assert first.health()["fast_lane"] == before["fast_lane"] + 1, "the prompt did not take the fast lane"
@@ -79,7 +85,7 @@ def test_a_worker_killed_after_the_lane_committed(hook_settings: Settings, tmp_p
         first.proc.send_signal(signal.SIGKILL)  # the agent may not even have fetched the lane's records
         first.proc.wait(30)
 
-        second = Worker(hook_settings, tmp_path / "w2.log", tmp_path / "d2").start()
+        second = Worker(own, tmp_path / "w2.log", tmp_path / "d2").start()
         second.wait_ready()
         hook.url = second.url
         assert printed(hook("lane-kill", AGAIN).stdout) == []  # the lane's state and the delivery survived
@@ -87,7 +93,7 @@ def test_a_worker_killed_after_the_lane_committed(hook_settings: Settings, tmp_p
         health = wait_health(second, lambda h: h["turns"] >= 1 and h["waiting"] == 0)
         time.sleep(1.0)  # a record decided again would show up by now
         assert second.health()["turns"] == 1, health
-        rows = wait_rows(hook_settings.database_url, "lane-kill", 2)
+        rows = wait_rows(own.database_url, "lane-kill", 2)
         assert [(turn, slug) for turn, slug, *_ in rows] == [(2, KITELINE), (2, ALICE)]  # ORDER BY turn, slug
         assert hook.heartbeat()["last_reason"] in ("", None)
     finally:
