@@ -121,13 +121,19 @@ def build_worker(settings: Settings, *, brain_dir: str | Path | None = None, opt
         cipher = cipher_from(settings.state_key, settings.state_key_file)
     except StateKeyError as exc:
         raise WorkerSetupError(str(exc)) from None
+    from pipeline.agents.edge import EdgeSetupError, choose_web_port
+    from pipeline.compat import CompatError
+
+    if web_enabled:  # a taken port fails here, before any topic is created (the edge checks it again)
+        try:
+            choose_web_port(settings, web_port)
+        except EdgeSetupError as exc:
+            raise WorkerSetupError(str(exc)) from None
     check_database(settings)
     partitions = prepare_topics(settings)
     brain = load_worker_brain(settings, brain_dir)
     gc.freeze()  # the brain (and the imported code) lives as long as the worker: keep it out of full collections
     tune_for_worker(settings.gc_young_threshold)  # pipeline/gcpause.py; docs/performance.md, goal 2
-    from pipeline.agents.edge import EdgeSetupError
-    from pipeline.compat import CompatError
 
     try:
         stream_app = StreamApp(settings, brain, options=options, partitions=partitions, web_enabled=web_enabled,

@@ -31,6 +31,7 @@ from tests.integration.hook.conftest import (
     printed,
     wait_rows,
 )
+from tests.services.broker import new_names, settings_for
 from tests.services.postgres import _create_database, _drop_database
 
 pytestmark = pytest.mark.integration
@@ -54,6 +55,16 @@ def time_wait_count(port: int) -> int:
             if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "06":
                 count += 1
     return count
+
+
+def close_after_the_worker(port: int) -> None:
+    """One request that the worker closes first, so its side of the connection (local port =
+    ``port``) goes to TIME_WAIT: read to EOF before closing. The hook itself stops reading once
+    ``Content-Length`` bytes came and may close first, leaving TIME_WAIT on its own side only."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET /volunteer/hook/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        while sock.recv(65536):
+            pass
 
 
 def default_hook(home: Path) -> HookRunner:
@@ -99,6 +110,8 @@ def test_after_a_restart_with_time_wait_the_default_hook_is_served_again(
             served_within(hook, f"tw-{i}", 30)
         registry = home / ".local" / "state" / "volunteer" / "workers"
         assert len(list(registry.glob("*.json"))) == 1 and registry.stat().st_mode & 0o777 == 0o700
+        for _ in range(3):
+            close_after_the_worker(port)
         assert time_wait_count(port) > 0  # the old worker's connections hold the port in TIME_WAIT
         first.stop()
         assert list(registry.glob("*.json")) == []  # a clean exit removes the entry
@@ -156,12 +169,16 @@ def test_two_stacks_on_one_machine_do_not_cross_and_survive_a_restart(
                 w.stop()
 
 
-def test_a_taken_web_port_is_a_one_line_error(hook_settings: Settings, tmp_path: Path) -> None:
+def test_a_taken_web_port_is_a_one_line_error(hook_settings: Settings, module_broker_url: str,
+                                              tmp_path: Path) -> None:
+    # topics of its own that do not exist yet: the port is checked before any is created, so the
+    # error is the only line (no "created topic" log before it)
+    fresh = settings_for(module_broker_url, new_names(), database_url=hook_settings.database_url)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        w = Worker(hook_settings, tmp_path / "w.log", tmp_path / "data")
+        w = Worker(fresh, tmp_path / "w.log", tmp_path / "data")
         result = subprocess.run([sys.executable, "-m", "pipeline", "worker", "--brain", str(SAMPLE_BRAIN),
                                  "--web-port", str(port)], env=w.env(), cwd=ROOT, capture_output=True, timeout=120)
     assert result.returncode == 1
