@@ -170,6 +170,8 @@ def main() -> None:
                              "else collapsed stacks); "
                              "(py-spy must be on PATH; it is not a dependency)")
     args = parser.parse_args()
+    if args.profile_recovery is not None and shutil.which("py-spy") is None:
+        parser.error("--profile-recovery needs py-spy on PATH (pip install py-spy); it is not a dependency")
     total = args.sessions * args.turns
     print(f"sessions scale: {args.sessions:,} sessions x {args.turns} turns, {PARTITIONS} partitions  "
           f"[{load_note()}]", flush=True)
