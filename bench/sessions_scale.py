@@ -187,6 +187,7 @@ def main() -> None:
         first, ready_empty = start_group(settings, workdir / "first", port)
         try:
             rss_empty = rss_bytes(first.procs[0].pid)
+            cpu_empty = cpu_seconds(first.procs[0].pid)  # start-up to ready on an empty table
             load_before = loadavg()
             started = time.monotonic()
             asyncio.run(produce(settings, session_turns(args.sessions, args.turns), total))
@@ -226,8 +227,9 @@ def main() -> None:
               f"{ready_full - ready_empty:.1f} s to recover {recovered:,} sessions ({log.records:,} changelog records "
               f"read); RSS {rss_recovered / 2**20:,.0f} MiB ({(rss_recovered - rss_empty) / max(1, recovered):,.0f} B "
               f"per session over an empty worker); first turn after recovery decided {served * 1000:.0f} ms "
-              f"after it was produced; CPU from start to ready: worker {recovery_cpu[0]:.1f} s, broker "
-              f"{recovery_cpu[1]:.1f} s  [{load_note()}]", flush=True)
+              f"after it was produced; CPU from start to ready: worker {recovery_cpu[0]:.1f} s (empty: "
+              f"{cpu_empty:.1f} s, so {(recovery_cpu[0] - cpu_empty) / max(1, log.records) * 1e6:.1f} µs per record "
+              f"read), broker {recovery_cpu[1]:.1f} s  [{load_note()}]", flush=True)
         if args.keep_logs:
             args.keep_logs.mkdir(parents=True, exist_ok=True)
             for worker_log in (*first.logs, *fresh.logs):
