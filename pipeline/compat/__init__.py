@@ -36,7 +36,9 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
    wired, through the port's ``direct_feed``).
    And a table recovery's changelog records are applied as fetched (:mod:`.changelog_feed`,
    setting ``changelog_direct``).
-10. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
+10. :mod:`.livelock_check`: Faust's livelock detector skips a partition whose position aiokafka is
+   still looking up (aiokafka asserts on reading it; a slow broker crashed a worker, issue 27).
+11. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
    producer's batch path, the memory store's key partitions, the table store and consumer without
    creating them), served through the port :func:`pipeline.internals.internals`.
 
@@ -56,6 +58,7 @@ from pipeline.compat import (
     fetch_interval,
     fetch_wait,
     inloop_consumer,
+    livelock_check,
     recovery_order,
     recovery_retry,
     sticky_assignment,
@@ -86,4 +89,5 @@ def install(app: Any, settings: Settings) -> None:
     if settings.consumer_in_loop:
         inloop_consumer.install(app)
     fastdrain.install(app, pause_s=settings.fetch_pause_ms / 1000, changelog=settings.changelog_direct)
+    livelock_check.install()
     faust_internals.install()
