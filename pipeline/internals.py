@@ -97,9 +97,10 @@ class Internals(Protocol):
         """The table store's key -> partition map (None: a store kind that keeps none)."""
         ...
 
-    def store_values(self, store: Any) -> Mapping[Any, Any] | None:
-        """The table store's own key -> value mapping, read without Faust's per-key layers (None: a store
-        kind that keeps none in memory)."""
+    def store_values(self, store: Any) -> MutableMapping[Any, Any] | None:
+        """The table store's own key -> value mapping, read without Faust's per-key layers, and
+        written by the session table's recovery apply as Faust's memory store writes it (None: a
+        store kind that keeps none in memory)."""
         ...
 
     def created_store(self, table: Any) -> Any | None:

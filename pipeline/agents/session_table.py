@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,6 +181,65 @@ def newest_states(events: Iterable[Any], stored_offset: Callable[[Any], int],
 MAX_LATE_EXAMPLES = 3
 
 
+def apply_newest(events: Iterable[Any], values: MutableMapping[Any, Any], tracked: MutableMapping[Any, int],
+                 read: set[Any], left_out: LeftOut, coverage: ChangelogCoverage) -> None:
+    """:func:`newest_states` and Faust's memory-store apply in one pass over a recovery batch.
+
+    A fresh worker taking over a million sessions applies two million changelog records (the
+    embedded broker keeps every state), and the three passes per batch (the coverage, the rule,
+    Faust's store update with its ``to_key``/``to_value`` calls and a generator) were most of the
+    recovery's own CPU after the changelog feed (docs/performance.md, "A million sessions"). The
+    outcome is the same as those passes: the store's values and key partitions (a tombstone deletes
+    the key and its partition, a later value in the same batch sets it again), what is left out and
+    why (``late`` when this read already kept a state of the session, else ``superseded``), and the
+    highest offset applied per changelog partition. Applying in order makes "the state already
+    kept" simply the store's value, so one comparison with its header replaces the rule's
+    bookkeeping. One difference, for corrupt values only: a record after a corrupt value of its
+    session compares with no offset (the corrupt value is replaced) where the rule compared with
+    the value before the batch."""
+    unpack = _HEADER.unpack_from
+    versions = _VERSIONS
+    through: dict[int, int] = {}
+    made: dict[Any, Any] = {}  # the message of the state kept for a session: a late example says when it was made
+    for event in events:
+        message = event.message
+        partition = message.partition
+        offset = message.offset
+        if offset > through.get(partition, -1):
+            through[partition] = offset
+        key = event.key
+        raw = message.value
+        if raw is None:
+            values.pop(key, None)
+            tracked.pop(key, None)
+            read.add(key)
+            continue
+        if len(raw) >= HEADER_SIZE:
+            version, _, source, _ = unpack(raw)
+            if version in versions:
+                current = values.get(key)
+                if current is not None and len(current) >= HEADER_SIZE:
+                    held, _, held_source, _ = unpack(current)
+                    if held in versions and source < held_source:
+                        if key in read:
+                            left_out.late += 1
+                            if len(left_out.examples) < MAX_LATE_EXAMPLES:
+                                newer = made.get(key)
+                                left_out.examples.append(_late_example(
+                                    message, source, held_source,
+                                    None if newer is None else (getattr(newer, "timestamp", None),
+                                                                getattr(newer, "offset", None))))
+                        else:
+                            left_out.superseded += 1
+                        continue
+                made[key] = message
+                read.add(key)
+        values[key] = event.value
+        tracked[key] = partition
+    for partition, offset in through.items():
+        coverage.applied(partition, offset)
+
+
 def _late_example(message: Any, offset: int, kept: int, newer: tuple[float | None, int | None] | None) -> str:
     """``partition 2 offset 1180 (turns offset 5120 < 5133 kept at 1174, made 640 ms before it)``."""
     where = f"partition {getattr(message, 'partition', '?')} offset {getattr(message, 'offset', '?')}"
@@ -265,8 +324,19 @@ class SessionTable(faust.Table[bytes, bytes]):
     _coverage: ChangelogCoverage | None = None  # made on first use (Faust's Table takes no new arguments)
 
     def apply_changelog_batch(self, batch: Iterable[Any]) -> None:
-        """Recovery apply: keep each session's newest state (see :func:`newest_states`)."""
+        """Recovery apply: keep each session's newest state (see :func:`newest_states`).
+
+        On the memory store, in one pass over the batch (:func:`apply_newest`); another store kind
+        gets the rule's kept events through Faust's own apply."""
+        if self._read is None:
+            self._read, self._left_out = set(), LeftOut()
+        assert self._left_out is not None
         store = self.data
+        values = internals().store_values(store)
+        tracked = internals().key_partitions(store)
+        if values is not None and tracked is not None:
+            apply_newest(batch, values, tracked, self._read, self._left_out, self.coverage)
+            return
 
         def stored_offset(key: Any) -> int:
             raw = store.get(key)
@@ -277,15 +347,12 @@ class SessionTable(faust.Table[bytes, bytes]):
             except CorruptState:
                 return NO_OFFSET
 
-        if self._read is None:
-            self._read, self._left_out = set(), LeftOut()
         batch = list(batch)
         coverage = self.coverage
         for event in batch:
             message = event.message
             coverage.applied(message.partition, message.offset)
         kept, left_out = newest_states(batch, stored_offset, self._read)
-        assert self._left_out is not None
         self._left_out.add(left_out)
         super().apply_changelog_batch(kept)
 

@@ -20,7 +20,7 @@ port. The instance-level parts are checked where they are read, with the same gu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import faust
@@ -62,11 +62,11 @@ class FaustInternals:
         tracked: MutableMapping[Any, int] = store._key_partition
         return tracked
 
-    def store_values(self, store: Any) -> Mapping[Any, Any] | None:
+    def store_values(self, store: Any) -> MutableMapping[Any, Any] | None:
         if not isinstance(store, MemoryStore):
             return None
         require(PATCH, store, "data")
-        values: Mapping[Any, Any] = store.data
+        values: MutableMapping[Any, Any] = store.data
         return values
 
     def created_store(self, table: Any) -> Any | None:
