@@ -37,6 +37,7 @@ def _thread(subscription: SubscriptionState | None, checked: list[Any]) -> Any:
         _consumer = client
         time_started = 0.0
         tp_stream_timeout_secs = tp_commit_timeout_secs = 1e9  # nothing is late: no log, no other path
+
         def __init__(self) -> None:
             self.consumer = consumer
             self.tp_last_committed_at: dict[Any, float] = {}
