@@ -248,10 +248,19 @@ def _late_example(message: Any, offset: int, kept: int, newer: tuple[float | Non
         newer_ts, newer_at = newer
         if newer_at is not None:
             detail += f" at {newer_at}"
-        made = getattr(message, "timestamp", None)
-        if isinstance(made, (int, float)) and isinstance(newer_ts, (int, float)):
-            detail += f", made {(newer_ts - made) * 1000:.0f} ms before it"
+        made = _seconds(getattr(message, "timestamp", None))
+        newer_s = _seconds(newer_ts)
+        if made is not None and newer_s is not None:
+            detail += f", made {(newer_s - made) * 1000:.0f} ms before it"
     return f"{where} ({detail})"
+
+
+def _seconds(timestamp: Any) -> float | None:
+    """A record's timestamp in seconds: Faust's messages carry seconds (a float), the aiokafka
+    records the changelog feed applies carry milliseconds (an int)."""
+    if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
+        return None
+    return timestamp / 1000.0 if isinstance(timestamp, int) else timestamp
 
 
 class ChangelogCoverage:

@@ -64,6 +64,7 @@ PATCH = "fastdrain"
 
 PAUSE_ATTR = "_volunteer_fetch_pause_s"
 CHANGELOG_ATTR = "_volunteer_changelog_direct"
+FEED_ATTR = "_volunteer_changelog_feed"
 
 CLASS_PARTS = ("_add_gap", "getmany", "wait_first", "commit", "sleep", "_drain_messages")
 """Methods of Faust's ``Consumer`` class the loop calls (or replaces), checked at install."""
@@ -165,7 +166,7 @@ async def drain_messages(self: Any, fetcher: Any) -> None:
     streams_active = self.app.flow_control.is_active
     feeds = direct_delivery.feeds(self.app)  # the batch agents' topics (compat/direct_delivery.py)
     changelog = changelog_feed.feed(self.app) if getattr(self, CHANGELOG_ATTR, False) else None
-    changelog_topics = changelog.topics if changelog is not None else frozenset()
+    setattr(self, FEED_ATTR, changelog)  # what take_changelog_first hands each fetch to
 
     yield_every = 100
     num_since_yield = 0
@@ -197,10 +198,7 @@ async def drain_messages(self: Any, fetcher: Any) -> None:
                         # With the flow suspended the record is dropped, as when wait_first's flow
                         # event won: it is fetched again after the rebalance's seek.
                         feed = feeds.get(message.topic) if feeds else None
-                        if (message.topic in changelog_topics and not flow_suspended()
-                                and changelog is not None and changelog.take(tp, message)):
-                            pass  # applied to its table's recovery (compat/changelog_feed.py)
-                        elif feed is not None:
+                        if feed is not None:
                             # Faust's stream queues take nothing while its flow control is suspended
                             # either: the record is fetched again after the seek that ends it.
                             if not flow_suspended() and streams_active() and feed.put(message):
@@ -215,7 +213,7 @@ async def drain_messages(self: Any, fetcher: Any) -> None:
                                     await self.wait_first(drained, suspend_flow.wait())
                         set_read_offset(tp, offset)
                 if changelog is not None:
-                    changelog.end_of_fetch()
+                    delivered += changelog.end_of_fetch()  # the records it took before getmany
                 unset_flag(flag_consumer_fetching)
             if delivered and pause_s:
                 await sleep(pause_s)  # let the next fetch collect more (see the module doc)
@@ -247,6 +245,33 @@ def patch_consumer(consumer: Any, pause_s: float = 0.0, changelog: bool = False)
     setattr(consumer, PAUSE_ATTR, pause_s)
     setattr(consumer, CHANGELOG_ATTR, changelog)
     consumer._drain_messages = types.MethodType(drain_messages, consumer)
+    if changelog:
+        take_changelog_first(consumer)
+
+
+def take_changelog_first(consumer: Any) -> None:
+    """Hand each fetch to the consumer's changelog feed before Faust's ``getmany`` sees it.
+
+    ``getmany`` makes a Faust message of every record and reads the partition's high watermark
+    for the monitor, per record; in a fresh worker's recovery of a million sessions that was
+    more of the worker's CPU than applying the records (docs/performance.md, "A million
+    sessions"). Wrapping the consumer's ``_wait_next_records`` (which ``getmany`` awaits for the
+    fetch) lets :meth:`~pipeline.compat.changelog_feed.ChangelogFeed.take_fetch` apply the
+    changelog partitions it serves straight from aiokafka's records and take them out of the
+    fetch; ``getmany`` then delivers the rest as before. Nothing is awaited in between, so the
+    fetch, the generation and the flow it is judged under are those ``getmany`` would judge it by."""
+    require(PATCH, consumer, "_buffered_partitions", "flow_active", "should_stop",
+            methods=("_wait_next_records",))
+    wait = consumer._wait_next_records
+
+    async def _wait_next_records(timeout: float) -> Any:
+        records, active_partitions = await wait(timeout)
+        feed = getattr(consumer, FEED_ATTR, None)
+        if records and feed is not None:
+            feed.take_fetch(consumer, records, active_partitions)
+        return records, active_partitions
+
+    consumer._wait_next_records = _wait_next_records
 
 
 def check_faust() -> None:

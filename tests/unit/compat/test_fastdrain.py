@@ -138,6 +138,33 @@ def test_a_consumer_missing_an_instance_part_is_refused_when_the_app_creates_it(
     assert "_drain_messages" not in vars(consumer)  # the stock loop, untouched: no half-patched consumer
 
 
+def test_with_the_changelog_feed_each_fetch_goes_to_the_feed_before_getmany_sees_it() -> None:
+    """What the feed takes out of a fetch never reaches Faust's ``getmany`` (which would make a
+    message of every record); without a feed yet the fetch passes untouched."""
+    recovery_order.install()
+    app = faust.App("fastdrain-unit-changelog", broker="kafka://127.0.0.1:1")
+    consumer: Any = app.consumer
+    fetched = {"cl": [1, 2], "turns": [3]}
+
+    async def fetch(timeout: float) -> Any:
+        return dict(fetched), {"cl", "turns"}
+
+    consumer._wait_next_records = fetch  # what getmany awaits; the patch wraps this one
+    fastdrain.patch_consumer(consumer, changelog=True)
+    calls: list[Any] = []
+
+    class Feed:
+        def take_fetch(self, owner: Any, records: dict[str, Any], active: Any) -> None:
+            calls.append((owner, active))
+            del records["cl"]
+
+    before = run(consumer._wait_next_records(1.0))
+    setattr(consumer, fastdrain.FEED_ATTR, Feed())  # what drain_messages sets as it starts
+    after = run(consumer._wait_next_records(1.0))
+    assert before == (fetched, {"cl", "turns"})
+    assert after == ({"turns": [3]}, {"cl", "turns"}) and calls == [(consumer, {"cl", "turns"})]
+
+
 def _app_with_queue(tp: Any, queue: Any) -> Any:
     """The two attributes queues_drained reads: the conductor's tp index and a channel's queue."""
     from types import SimpleNamespace
