@@ -251,6 +251,26 @@ class HookOutcome:
         return None
 
 
+def slow_inserts(database_url: str, delay_s: float, hold_s: float) -> None:
+    """Make every insert statement into the events table sleep ``delay_s`` for ``hold_s`` (pg-slow).
+
+    The trigger's creation and removal are committed with ``synchronous_commit`` on: the throwaway
+    cluster runs with it off, and a pg-restart (an immediate stop) right after the removal undid
+    it, so the next pg-slow of the run found the trigger still there and the run ended in an error
+    (eighth campaign, seed 1706292028). The sink commits its rows the same way (agents/dbwriter.py).
+    """
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("SET synchronous_commit TO on")
+        conn.execute(f"CREATE OR REPLACE FUNCTION campaign_slow() RETURNS trigger LANGUAGE plpgsql AS "
+                     f"$$ BEGIN PERFORM pg_sleep({delay_s:.3f}); RETURN NULL; END $$")
+        conn.execute("CREATE TRIGGER campaign_slow BEFORE INSERT ON context_volunteer_events "
+                     "FOR EACH STATEMENT EXECUTE FUNCTION campaign_slow()")
+        try:
+            time.sleep(hold_s)
+        finally:
+            conn.execute("DROP TRIGGER campaign_slow ON context_volunteer_events")
+
+
 def in_windows(began: float, ended: float, windows: list[tuple[float, float]]) -> bool:
     """Whether a hook call from ``began`` to ``ended`` overlaps a fault's window (from a second before
     the fault until its recovery is over)."""
@@ -435,14 +455,7 @@ class Run:
             self.outages.append((began, time.monotonic()))
         elif kind == "pg-slow":
             assert self.settings is not None
-            delay = self.rng.uniform(0.1, 0.5)
-            with psycopg.connect(self.settings.database_url, autocommit=True) as conn:
-                conn.execute(f"CREATE OR REPLACE FUNCTION campaign_slow() RETURNS trigger LANGUAGE plpgsql AS "
-                             f"$$ BEGIN PERFORM pg_sleep({delay:.3f}); RETURN NULL; END $$")
-                conn.execute("CREATE TRIGGER campaign_slow BEFORE INSERT ON context_volunteer_events "
-                             "FOR EACH STATEMENT EXECUTE FUNCTION campaign_slow()")
-                time.sleep(fault.hold_s)
-                conn.execute("DROP TRIGGER campaign_slow ON context_volunteer_events")
+            slow_inserts(self.settings.database_url, self.rng.uniform(0.1, 0.5), fault.hold_s)
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         result.faults_done[kind] += 1
