@@ -259,7 +259,10 @@ def take_changelog_first(consumer: Any) -> None:
     fetch) lets :meth:`~pipeline.compat.changelog_feed.ChangelogFeed.take_fetch` apply the
     changelog partitions it serves straight from aiokafka's records and take them out of the
     fetch; ``getmany`` then delivers the rest as before. Nothing is awaited in between, so the
-    fetch, the generation and the flow it is judged under are those ``getmany`` would judge it by."""
+    fetch, the generation and the flow it is judged under are those ``getmany`` would judge it by.
+    One thing ``getmany`` did for those records is no longer done: Faust's monitor is not told a
+    taken changelog partition's high watermark (``track_tp_end_offset``); nothing in the project
+    reads the monitor's end offsets, and the recovery keeps its own highwaters."""
     require(PATCH, consumer, "_buffered_partitions", "flow_active", "should_stop",
             methods=("_wait_next_records",))
     wait = consumer._wait_next_records
