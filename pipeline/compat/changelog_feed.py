@@ -94,6 +94,9 @@ class ChangelogFeed:
         suspended, for a partition Faust's ``getmany`` reads (``active_partitions`` or a buffered
         one), at or after the consumer's read offset; the same tests decide here, once per partition.
         Whatever is not taken stays in ``records`` for the stock path (module doc)."""
+        recovery = self._tables._recovery
+        if recovery is None or not recovery.in_recovery:
+            return  # steady state: nothing of the fetch is the feed's, and no partition is looked at
         if not consumer.flow_active or consumer.suspend_flow.is_set() or consumer.should_stop:
             return
         buffered = consumer._buffered_partitions

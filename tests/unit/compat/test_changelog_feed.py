@@ -265,3 +265,17 @@ def test_a_partition_not_in_recovery_stays_in_the_fetch() -> None:
         return records
 
     assert set(asyncio.run(go())) == {CL1}
+
+
+def test_outside_a_recovery_a_fetch_is_left_whole() -> None:
+    async def go() -> tuple[set[TP], int]:
+        table = Table()
+        recovery = FakeRecovery(table, {CL0: 10})
+        recovery.in_recovery = False  # steady state: the table is recovered
+        feed = changelog_feed.feed(_app(table, recovery))
+        assert feed is not None
+        records = {CL0: _records(CL0, range(3))}
+        feed.take_fetch(Consumer(), records, {CL0})
+        return set(records), feed.end_of_fetch()
+
+    assert asyncio.run(go()) == ({CL0}, 0)
