@@ -38,7 +38,10 @@ The patches, in the order :func:`install` applies them (docs/architecture.md, "c
    setting ``changelog_direct``).
 10. :mod:`.livelock_check`: Faust's livelock detector skips a partition whose position aiokafka is
    still looking up (aiokafka asserts on reading it; a slow broker crashed a worker, issue 27).
-11. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
+11. :mod:`.table_start`: Faust's table manager starts without its fixed one-second sleep (every
+   table is declared before the start), so a worker, and a killed worker's replacement, subscribes
+   a second sooner.
+12. :mod:`.faust_internals`: the few internals the agents and the worker metrics read (the
    producer's batch path, the memory store's key partitions, the table store and consumer without
    creating them), served through the port :func:`pipeline.internals.internals`.
 
@@ -62,6 +65,7 @@ from pipeline.compat import (
     recovery_order,
     recovery_retry,
     sticky_assignment,
+    table_start,
     tansu_transport,
 )
 from pipeline.compat.versions import check_versions
@@ -90,4 +94,5 @@ def install(app: Any, settings: Settings) -> None:
         inloop_consumer.install(app)
     fastdrain.install(app, pause_s=settings.fetch_pause_ms / 1000, changelog=settings.changelog_direct)
     livelock_check.install()
+    table_start.install()
     faust_internals.install()
